@@ -1,0 +1,118 @@
+"""The collection loop: sources -> spool (fsynced) -> lake (flush), driven by apscheduler.
+
+Scrape and flush are separate jobs: a slow flush never delays a scrape, and with coalesce plus
+max_instances=1 a slow scrape never piles up runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from collector.source import Batch, Source
+from gpuledger.errors import SourceError
+from gpuledger.lake import LakeWriter
+from gpuledger.spool import Spool
+
+log = logging.getLogger(__name__)
+
+
+class Collector:
+    def __init__(
+        self, sources: Sequence[Source], spool: Spool, writer: LakeWriter, cluster: str, node: str,
+        clock: Callable[[], float] = time.time, on_ack: Callable[[Batch], None] | None = None,
+    ):
+        self.sources = list(sources)
+        self.spool = spool
+        self.writer = writer
+        self.cluster = cluster
+        self.node = node
+        self.clock = clock
+        self.on_ack = on_ack
+        self.scrapes = 0
+        self.errors = 0
+
+    def start(self) -> int:
+        """Open the spool and replay what a previous run left in it. Returns the rows replayed."""
+        self.writer.init()
+        self.spool.open()
+        rows = self.spool.replay(self.writer)
+        self._report_corrupt()
+        if rows:
+            log.info("replayed %d spooled row(s) from a previous run", rows)
+        return rows
+
+    def _append(self, batch: Batch) -> None:
+        self.spool.append(batch.table, batch.columns)
+        if self.on_ack:
+            self.on_ack(batch)
+
+    def scrape(self) -> None:
+        now = self.clock()
+        for src in self.sources:
+            try:
+                for batch in src.collect(now):
+                    if batch.rows:
+                        self._append(batch)
+            except SourceError as e:
+                self.errors += 1
+                log.warning("source %s: %s", src.name, e)
+                self._append(self._event(now, "scrape_error", f"{src.name}: {e}", src.name))
+        self.scrapes += 1
+
+    def _event(self, now: float, kind: str, detail: str, source: str) -> Batch:
+        return Batch("health_events", {
+            "ts": [int(now * 1_000_000)], "cluster": [self.cluster], "node": [self.node], "gpu_uuid": [None],
+            "kind": [kind], "code": [None], "detail": [detail], "source": [source],
+        })
+
+    def _report_corrupt(self) -> None:
+        while self.spool.corrupt_reports:
+            self._append(self._event(self.clock(), "spool_corrupt", self.spool.corrupt_reports.pop(0), "spool"))
+
+    def flush(self) -> int:
+        rows = self.spool.flush(self.writer)
+        self._report_corrupt()
+        for src in self.sources:
+            checkpoint = getattr(src, "checkpoint", None)
+            if checkpoint:
+                checkpoint()
+        return rows
+
+    def close(self) -> None:
+        """Flush everything and release the sources (called on Ctrl-C / SIGTERM)."""
+        try:
+            self.flush()
+        finally:
+            self.spool.close()
+            for src in self.sources:
+                src.close()
+
+    def schedule(self, scheduler: BackgroundScheduler, interval_s: float, flush_interval_s: float) -> None:
+        opts = dict(coalesce=True, max_instances=1, misfire_grace_time=None)
+        scheduler.add_job(self.scrape, "interval", seconds=interval_s, id="scrape", next_run_time=_now(), **opts)
+        scheduler.add_job(self.flush, "interval", seconds=flush_interval_s, id="flush", **opts)
+
+
+def _now():
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def run_until_stopped(jobs: Callable[[BackgroundScheduler], None], stop: threading.Event) -> None:
+    """Run the scheduled jobs until `stop` is set (signal handler) or Ctrl-C; then shut the scheduler down."""
+    scheduler = BackgroundScheduler(timezone="UTC")
+    jobs(scheduler)
+    scheduler.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        scheduler.shutdown(wait=True)

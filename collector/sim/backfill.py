@@ -1,0 +1,169 @@
+"""Backfill a historical window of the simulated fleet into the lake as fast as the machine allows.
+
+The job schedule is simulated once in the parent (cheap: events, not samples); the samples are generated per
+node, one UTC day at a time, in worker processes (numpy, no Python loop per sample) and written straight to
+their final partition files. File names carry the seed and the exact window, so re-running the same
+command rewrites the same files: idempotent.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import polars as pl
+
+from collector.sim import state as sim_state
+from collector.sim.fleet import Allocation, Fleet, NodeInfo
+from collector.sim.telemetry import health_events, node_window
+from gpuledger.config import Config
+from gpuledger.lake import LakeWriter, Partition
+
+WARMUP_S = 86400  # the fleet starts empty; a day of warm-up reaches steady queues before the first sample
+LABEL_KEYS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "gpuledger.io/simulated")
+
+
+@dataclass
+class BackfillReport:
+    nodes: int = 0
+    gpus: int = 0
+    samples: int = 0
+    processes: int = 0
+    jobs: int = 0
+    job_rows: int = 0
+    health_events: int = 0
+    files: int = 0
+
+
+@dataclass(frozen=True)
+class _NodeTask:
+    lake: str
+    node: NodeInfo
+    allocs: list[Allocation]
+    start_s: int
+    end_s: int
+    step_s: int
+    seed: int
+    cluster: str
+    process_every_s: int
+    name: str
+
+
+def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
+    """Generate and write every day of one node. Returns (samples, processes, health events, files)."""
+    writer = LakeWriter(task.lake)
+    node = task.node
+    energy = None
+    samples = procs = events = files = 0
+    day0 = task.start_s // 86400
+    for day in range(day0, math.ceil(task.end_s / 86400)):
+        t0 = max(task.start_s, day * 86400)
+        t1 = min(task.end_s, (day + 1) * 86400)
+        if t0 >= t1:
+            continue
+        t0 = t0 + (-t0) % task.step_s  # keep sample times on the step grid
+        allocs = [a for a in task.allocs if a.end_s > t0 and a.start_s < t1]
+        w = node_window(node, allocs, t0, t1, task.step_s, task.seed, task.cluster, task.process_every_s, energy)
+        energy = w.energy_end_j
+        date = w.samples["ts"][0].date()
+        part = Partition("gpu_samples", date, node.name)
+        writer.write_partition(part, w.samples.drop("node"), f"{task.name}-{t0}-{t1}")
+        samples += w.samples.height
+        files += 1
+        if w.processes.height:
+            writer.write_partition(
+                Partition("gpu_processes", date, node.name), w.processes.drop("node"), f"{task.name}-{t0}-{t1}"
+            )
+            procs += w.processes.height
+            files += 1
+        ev = health_events(node, t0, t1, task.seed, task.cluster)
+        if ev:
+            files += len(writer.write("health_events", pl.DataFrame(ev).with_columns(
+                pl.col("ts").cast(pl.Datetime("us", "UTC"))), f"{task.name}-{t0}-{t1}"))
+            events += len(ev)
+        files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), f"{task.name}-{t0}-{t1}"))
+    return samples, procs, events, files
+
+
+def node_row(node: NodeInfo, cluster: str, first_s: float, last_s: float) -> pl.DataFrame:
+    labels = [
+        {"key": LABEL_KEYS[0], "value": node.spec.k8s_product},
+        {"key": LABEL_KEYS[1], "value": str(node.gpu_count)},
+        {"key": LABEL_KEYS[2], "value": str(node.spec.mem_bytes >> 20)},
+        {"key": LABEL_KEYS[3], "value": "true"},
+    ]
+    return pl.DataFrame({
+        "cluster": [cluster], "node": [node.name], "gpu_model": [node.spec.name], "gpu_count": [node.gpu_count],
+        "gpu_mem_bytes": [node.spec.mem_bytes], "labels": [labels],
+        "first_seen": [int(first_s * 1e6)], "last_seen": [int(last_s * 1e6)], "source": ["sim"],
+    }).with_columns(pl.col("first_seen", "last_seen").cast(pl.Datetime("us", "UTC")))
+
+
+def job_rows_in_window(rows: list[dict], start_s: float) -> list[dict]:
+    """All rows of every job that is visible in the window (any state observed at or after its start)."""
+    start_us = start_s * 1e6
+    visible = {r["job_id"] for r in rows if r["updated_at"] >= start_us or r["finished_at"] is None}
+    return [r for r in rows if r["job_id"] in visible]
+
+
+def backfill(
+    cfg: Config, lake: Path, start_s: float, end_s: float, step_s: int, *, nodes: int, gpus_per_node: int,
+    models: tuple[str, ...], seed: int, load: float | None = None, workers: int | None = None,
+    epoch_s: float | None = None, progress: Callable[[int], None] | None = None,
+) -> BackfillReport:
+    """Write [start, end) of a simulated fleet into `lake`; `progress(n)` is called as nodes complete.
+
+    `epoch_s` continues an earlier simulation (same seed and fleet) instead of starting a new one a warm-up
+    day before `start`.
+    """
+    load = cfg.simulator.load if load is None else load
+    start = int(start_s) - int(start_s) % step_s
+    end = int(end_s)
+    epoch = start - WARMUP_S if epoch_s is None else epoch_s
+    fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load)
+    rows = job_rows_in_window(fleet.advance(end), start)
+    writer = LakeWriter(lake)
+    writer.init()
+    name = f"sim{seed}"
+    report = BackfillReport(nodes=len(fleet.nodes), gpus=sum(n.gpu_count for n in fleet.nodes))
+    if rows:
+        jobs = pl.DataFrame(rows, schema_overrides={"gpu_uuids": pl.List(pl.String)})
+        jobs = jobs.with_columns(
+            pl.col("updated_at", "submitted_at", "scheduled_at", "started_at", "finished_at").cast(pl.Datetime("us", "UTC"))
+        ).filter(pl.col("updated_at") < pl.lit(end * 1_000_000).cast(pl.Datetime("us", "UTC")))
+        report.files += len(writer.write("jobs", jobs, f"{name}-{start}-{end}"))
+        report.job_rows = jobs.height
+        report.jobs = jobs["job_id"].n_unique()
+    process_every = max(int(cfg.collector.process_interval_s), step_s)
+    process_every -= process_every % step_s
+    tasks = [
+        _NodeTask(str(lake), n, fleet.allocations[n.index], start, end, step_s, seed, cfg.cluster, process_every, name)
+        for n in fleet.nodes
+    ]
+    workers = workers or min(os.cpu_count() or 1, len(tasks))
+    results = []
+    if workers <= 1:
+        for t in tasks:
+            results.append(_run_node(t))
+            if progress:
+                progress(1)
+    else:
+        # spawn, not fork: forking a process that already runs polars' thread pool can deadlock.
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            for r in pool.map(_run_node, tasks, chunksize=1):
+                results.append(r)
+                if progress:
+                    progress(1)
+    for s, p, e, f in results:
+        report.samples += s
+        report.processes += p
+        report.health_events += e
+        report.files += f
+    sim_state.save(lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models),
+                                                          load, float(end)))
+    return report

@@ -1,0 +1,161 @@
+"""The simulated job stream: who submits what, when, how big, for how long, and how it will behave.
+
+Arrivals are a non-homogeneous Poisson process (thinning) with a daily and weekly cycle; the mean rate is
+set so that the offered load is `load` x fleet GPU capacity. Draws happen strictly in job order from one
+numpy Generator, so the stream does not depend on how the fleet's clock is advanced.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuledger.config import Tenant
+
+# Request sizes in GPUs and their shares; fractional sizes are time-sliced shares of one GPU.
+SIZES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+SIZE_P = (0.08, 0.12, 0.42, 0.16, 0.12, 0.10)
+MEDIAN_S = {0.25: 1200, 0.5: 1800, 1.0: 2400, 2.0: 3600, 4.0: 5400, 8.0: 7200}
+DURATION_SIGMA = 1.1
+MAX_DURATION_S = 3 * 86400
+PROFILES = ("steady", "bursty", "idle")
+# Interactive/platform tenants park GPUs more often; these are the waste the analytics must find.
+IDLE_P = {"platform": 0.45, "research": 0.2}
+DEFAULT_IDLE_P = 0.07
+FAIL_REASONS = (("Error", 0.55), ("OOMKilled", 0.3), ("Evicted", 0.15))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    n: int
+    job_id: str
+    tenant: str
+    namespace: str
+    queue: str
+    pod: str
+    model_key: str
+    gpus: float
+    submitted_s: float
+    duration_s: float  # how long it runs once started (until its outcome)
+    outcome: str  # succeeded, failed, cancelled
+    reason: str | None
+    profile: str
+    level: float  # mean utilization when busy, percent
+    period_s: float  # bursty: cycle length
+    duty: float  # bursty: busy fraction of the cycle
+    efficiency: float  # sm_active per unit of utilization
+    tensor: float  # tensor_active per unit of sm_active
+    mem_frac: float  # share of the GPU's memory it holds
+    membw: float  # memory utilization per unit of utilization
+
+    @property
+    def whole(self) -> int:
+        return int(self.gpus) if self.gpus >= 1 else 0
+
+    @property
+    def milli(self) -> int:
+        """Per-GPU share in thousandths (1000 for whole GPUs)."""
+        return 1000 if self.gpus >= 1 else int(round(self.gpus * 1000))
+
+    @property
+    def gpu_count(self) -> int:
+        return max(1, self.whole)
+
+
+def diurnal(t_s: float) -> float:
+    """Relative arrival rate at time t: peaks mid-afternoon UTC, quieter at night and on weekends."""
+    hour = (t_s % 86400) / 3600
+    weekday = int(t_s // 86400 + 3) % 7  # 1970-01-01 was a Thursday (3 with Monday = 0)
+    day = 1.0 + 0.35 * math.sin(2 * math.pi * (hour - 9) / 24)
+    return day * (0.65 if weekday >= 5 else 1.14)
+
+
+DIURNAL_MAX = 1.35 * 1.14
+
+
+class Workload:
+    def __init__(
+        self, seed: int, tenants: tuple[Tenant, ...], model_capacity: dict[str, int], gpus_per_node: int,
+        load: float, start_s: float, cluster: str = "default",
+    ):
+        self.rng = np.random.default_rng([seed, 1])
+        self.tenants = tenants
+        self.models = sorted(model_capacity)
+        cap = np.array([model_capacity[m] for m in self.models], dtype=float)
+        self.model_p = cap / cap.sum()
+        w = np.array([t.weight for t in tenants], dtype=float)
+        self.tenant_p = w / w.sum()
+        sizes = [(s, p) for s, p in zip(SIZES, SIZE_P) if s <= gpus_per_node]
+        self.sizes = np.array([s for s, _ in sizes])
+        self.size_p = np.array([p for _, p in sizes]) / sum(p for _, p in sizes)
+        # Mean GPU-seconds per job, from the size and lognormal duration distributions.
+        mean_gpu_s = sum(
+            s * p * min(MEDIAN_S[s] * math.exp(DURATION_SIGMA**2 / 2), MAX_DURATION_S)
+            for s, p in zip(self.sizes, self.size_p)
+        )
+        self.rate_per_s = load * cap.sum() / mean_gpu_s
+        self.t = start_s
+        self.n = 0
+        self.seed = seed
+        self.cluster = cluster
+
+    def next_job(self) -> JobSpec:
+        r = self.rng
+        # Thinning: candidates at the peak rate, accepted with probability rate(t) / peak.
+        while True:
+            self.t += r.exponential(1.0 / (self.rate_per_s * DIURNAL_MAX))
+            if r.random() * DIURNAL_MAX <= diurnal(self.t):
+                break
+        self.n += 1
+        ti = r.choice(len(self.tenants), p=self.tenant_p)
+        tenant = self.tenants[ti]
+        namespaces = tenant.namespaces or (tenant.name,)
+        ns = namespaces[int(r.integers(len(namespaces)))]
+        size = float(r.choice(self.sizes, p=self.size_p))
+        duration = min(MEDIAN_S[size] * math.exp(DURATION_SIGMA * r.standard_normal()), MAX_DURATION_S)
+        duration = max(duration, 60.0)
+        u = r.random()
+        outcome, reason = "succeeded", "Completed"
+        if u < 0.10:
+            outcome = "failed"
+            v, acc = r.random(), 0.0
+            for reason, p in FAIL_REASONS:
+                acc += p
+                if v < acc:
+                    break
+            duration *= r.uniform(0.05, 0.9)
+        elif u < 0.14:
+            outcome, reason = "cancelled", "Cancelled"
+            duration *= r.uniform(0.1, 0.9)
+        idle_p = IDLE_P.get(tenant.name, DEFAULT_IDLE_P)
+        v = r.random()
+        profile = "idle" if v < idle_p else ("bursty" if v < idle_p + 0.3 else "steady")
+        if profile == "idle":
+            duration = max(duration, r.uniform(2, 10) * 3600)  # parked notebooks hold GPUs for hours
+        model = self.models[int(r.choice(len(self.models), p=self.model_p))]
+        job_uuid = uuid.UUID(int=int(r.integers(0, 2**63)) << 64 | (self.seed & 0xFFFFFFFF) << 32 | self.n, version=4)
+        return JobSpec(
+            n=self.n,
+            job_id=str(job_uuid),
+            tenant=tenant.name,
+            namespace=ns,
+            queue="interactive" if profile == "idle" else "batch",
+            pod=f"{tenant.name}-job-{self.n:06d}",
+            model_key=model,
+            gpus=size,
+            submitted_s=self.t,
+            duration_s=duration,
+            outcome=outcome,
+            reason=reason,
+            profile=profile,
+            level=float(r.uniform(55, 98)),
+            period_s=float(r.uniform(300, 1800)),
+            duty=float(r.uniform(0.3, 0.7)),
+            efficiency=float(r.uniform(0.45, 0.95)),
+            tensor=float(r.uniform(0.05, 0.7)),
+            mem_frac=float(r.uniform(0.25, 0.95)),
+            membw=float(r.uniform(0.25, 0.8)),
+        )

@@ -1,0 +1,93 @@
+"""Source `sim`: the simulated fleet in real time.
+
+It continues the history that `gpuledger simulate` / `gpuledger up` backfilled (the fleet state is kept in
+the lake), so live rows follow the backfilled ones without a jump; with no history it starts a fresh fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from collector.sim import state as sim_state
+from collector.sim.backfill import WARMUP_S, node_row
+from collector.sim.fleet import Fleet
+from collector.sim.telemetry import health_events, node_window
+from collector.source import Batch
+from gpuledger.config import Config
+
+log = logging.getLogger(__name__)
+NODES_EVERY_S = 3600  # how often the node inventory is re-reported
+
+
+class SimSource:
+    name = "sim"
+
+    def __init__(self, cfg: Config, lake: Path, now_s: float):
+        self.cfg = cfg
+        self.lake = Path(lake)
+        st = sim_state.load(self.lake, cfg.cluster)
+        sim = cfg.simulator
+        if st is None:
+            st = sim_state.SimState(sim.seed, now_s - WARMUP_S, sim.nodes, sim.gpus_per_node, sim.models, sim.load,
+                                    now_s)
+            log.info("sim: no simulated history in the lake; starting a fresh fleet (seed %d)", st.seed)
+        else:
+            log.info("sim: continuing the simulated fleet from %s", st.written_until_s)
+        self.state = st
+        self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
+        self.fleet.advance(st.written_until_s)  # replay the history silently: the lake has those rows
+        self.last_s = st.written_until_s
+        self.started_s = now_s
+        self.energy = {n.index: np.zeros(n.gpu_count) for n in self.fleet.nodes}
+        self.last_process_s = -1.0
+        self.last_nodes_s = -1.0
+
+    def collect(self, now_s: float) -> Iterator[Batch]:
+        t = round(now_s, 3)
+        if t <= self.last_s:
+            return
+        seed, cluster = self.state.seed, self.cfg.cluster
+        rows = [r for r in self.fleet.advance(t) if r["updated_at"] > self.last_s * 1_000_000]
+        if rows:
+            yield Batch.from_rows("jobs", rows)
+        procs = t - self.last_process_s >= self.cfg.collector.process_interval_s
+        samples, processes, events = [], [], []
+        for node in self.fleet.nodes:
+            # One sample at t; the step is the time since the last scrape, so the energy counter integrates it.
+            step = max(t - self.last_s, 0.001)
+            w = node_window(node, self.fleet.allocations[node.index], t, t + step / 2, step, seed, cluster,
+                            0 if procs else None, self.energy[node.index])
+            self.energy[node.index] = w.energy_end_j
+            samples.append(w.samples)
+            if w.processes.height:
+                processes.append(w.processes)
+            events += [e for e in health_events(node, self.last_s, t + 1, seed, cluster)
+                       if self.last_s * 1e6 < e["ts"] <= t * 1e6]
+        if procs:
+            self.last_process_s = t
+        yield Batch.from_frame("gpu_samples", pl.concat(samples))
+        if processes:
+            yield Batch.from_frame("gpu_processes", pl.concat(processes))
+        if events:
+            yield Batch.from_rows("health_events", events)
+        if t - self.last_nodes_s >= NODES_EVERY_S:
+            self.last_nodes_s = t
+            yield Batch.from_frame(
+                "nodes", pl.concat([node_row(n, cluster, self.started_s, t) for n in self.fleet.nodes])
+            )
+        self.last_s = t
+        self.fleet.prune(t - 86400)
+
+    def checkpoint(self) -> None:
+        """Record in the lake how far the live fleet has written (called after a flush)."""
+        sim_state.save(self.lake, self.cfg.cluster, sim_state.SimState(
+            self.state.seed, self.state.epoch_s, self.state.nodes, self.state.gpus_per_node, self.state.models,
+            self.state.load, float(self.last_s)))
+
+    def close(self) -> None:
+        pass

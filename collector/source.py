@@ -1,0 +1,54 @@
+"""The collector's one plug-in point: a Source yields typed record batches for lake tables.
+
+Built-in sources are listed in collector/sources.py; they implement this protocol like anyone else would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows for one lake table as columns of plain Python values (timestamps: integer microseconds UTC)."""
+
+    table: str
+    columns: dict[str, list]
+
+    @property
+    def rows(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    @classmethod
+    def from_frame(cls, table: str, df: pl.DataFrame) -> "Batch":
+        temporal = [c for c, t in df.schema.items() if isinstance(t, pl.Datetime)]
+        df = df.with_columns(pl.col(temporal).dt.epoch("us")) if temporal else df
+        return cls(table, df.to_dict(as_series=False))
+
+    @classmethod
+    def from_rows(cls, table: str, rows: list[dict]) -> "Batch":
+        cols: dict[str, list] = {k: [] for k in rows[0]} if rows else {}
+        for r in rows:
+            for k in cols:
+                cols[k].append(r[k])
+        return cls(table, cols)
+
+
+class Source(Protocol):
+    """A source of telemetry or job lifecycle rows.
+
+    `name` is the value written to each row's `source` column. `collect(now_s)` takes one scrape at UTC time
+    `now_s` (seconds since the epoch) and returns the batches it read; it raises gpuledger.errors.SourceError
+    naming the source and the reason when the scrape fails as a whole (a failure of one GPU is a
+    health_events row, not an exception). `close()` releases what the source holds.
+    """
+
+    name: str
+
+    def collect(self, now_s: float) -> Iterable[Batch]: ...
+
+    def close(self) -> None: ...

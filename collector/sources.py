@@ -1,0 +1,41 @@
+"""The one explicit list of built-in sources. No registration at import: `make()` is called at startup and
+names the source that failed and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collector.source import Source
+from gpuledger.config import SOURCE_NAMES, Config
+from gpuledger.errors import SourceError
+
+AVAILABLE = ("sim",)  # nvml, dcgm, prometheus, k8s land with the collectors issue
+
+
+def make(name: str, cfg: Config, lake: Path, now_s: float) -> Source:
+    if name == "sim":
+        from collector.sim_source import SimSource
+
+        return SimSource(cfg, lake, now_s)
+    if name in SOURCE_NAMES:
+        raise SourceError(f"source {name!r} is not available in this version (available: {', '.join(AVAILABLE)})")
+    raise SourceError(f"unknown source {name!r} (known: {', '.join(SOURCE_NAMES)})")
+
+
+def detect_gpu(nvml=None) -> tuple[bool, str]:
+    """Is there an NVIDIA GPU we can read through NVML? Returns (yes, why) for `gpuledger up` to print."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except ImportError:
+        return False, "the nvidia-ml-py package (pynvml) is not installed"
+    except Exception as e:  # pynvml raises NVMLError subclasses built at run time
+        return False, f"NVML could not start ({type(e).__name__}: {e}): no NVIDIA driver on this machine"
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    finally:
+        nvml.nvmlShutdown()
+    if count == 0:
+        return False, "NVML started but reports no GPU"
+    return True, f"NVML reports {count} GPU(s)"

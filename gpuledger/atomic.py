@@ -1,0 +1,63 @@
+"""Atomic file writes: temp file in the same directory, fsync the file, rename, fsync the directory.
+
+A reader (or a process restarted after kill -9) sees either the old file or the complete new one, never a
+partial one. Temp files start with "." and end in ".tmp", so lake globs (`*.parquet`) never match them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from gpuledger.errors import LakeError
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _explain(e: OSError, path: Path) -> LakeError:
+    if e.errno == errno.ENOSPC:
+        return LakeError(f"disk full while writing {path}: free space on that disk and run again")
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return LakeError(f"cannot write {path}: {e.strerror.lower()}")
+    return LakeError(f"cannot write {path}: {e.strerror or e}")
+
+
+def ensure_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _explain(e, path) from e
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably."""
+    ensure_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _explain(e, path) from e
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    write_atomic(path, lambda tmp: tmp.write_bytes(data))

@@ -1,0 +1,336 @@
+"""The `gpuledger` command. Each subcommand parses, calls one library function and prints.
+
+Stages are imported inside the commands that need them (the core imports no stage at module level), which
+also keeps `gpuledger --help` fast.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from gpuledger import __version__
+from gpuledger import config as config_mod
+from gpuledger.errors import GpuledgerError, UsageError
+
+DEFAULT_LAKE = "gpuledger-data"
+
+
+class _Group(click.Group):
+    """Renders every gpuledger error as one line and exit 1: they describe input or environment, not bugs."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GpuledgerError as e:
+            raise click.ClickException(f"{e.title}: {e}") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gpuledger")
+def main() -> None:
+    """gpuledger: who uses which GPUs, how well, what it costs, why jobs wait.
+
+    Start with `gpuledger up` (the whole stack on a simulated fleet when there is no GPU), then query the lake
+    with `gpuledger sql "SELECT ..."`.
+    """
+
+
+class Ctx:
+    def __init__(self, cfg: config_mod.Config, lake: Path):
+        self.cfg = cfg
+        self.lake = lake
+
+
+def common(f):
+    """--lake and --config on every subcommand; resolves them into one validated Ctx."""
+
+    @click.option("--lake", type=click.Path(file_okay=False, path_type=Path), envvar="GPULEDGER_LAKE",
+                  help=f"Lake directory [env GPULEDGER_LAKE; else [lake] path in the config; else ./{DEFAULT_LAKE}]")
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                  envvar="GPULEDGER_CONFIG", help="Config file (TOML) [env GPULEDGER_CONFIG; else built-in defaults]")
+    @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+                  show_default=True, help="Logging detail on stderr.")
+    @functools.wraps(f)
+    def wrapper(lake, config_path, log_level, **kw):
+        logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        cfg = config_mod.load(config_path)
+        if lake is None:
+            lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
+        cfg = config_mod.with_overrides(cfg, lake)
+        return f(Ctx(cfg, Path(lake)), **kw)
+
+    return wrapper
+
+
+def _utc(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{name} {value!r} is not an ISO-8601 time (e.g. 2026-11-01T00:00:00Z)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.timestamp()
+
+
+def _progress(label: str, length: int):
+    return click.progressbar(length=length, label=label, file=sys.stderr, show_eta=True, show_pos=True)
+
+
+# -- simulate -------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--nodes", type=click.IntRange(1, 100_000), default=None, help="Nodes [config simulator.nodes]")
+@click.option("--gpus-per-node", type=click.IntRange(1, 16), default=None, help="GPUs per node [config]")
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=7.0, show_default=True,
+              help="Length of the window to backfill.")
+@click.option("--step-s", type=click.IntRange(1, 86400), default=10, show_default=True, help="Seconds between samples.")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Random seed [config simulator.seed]")
+@click.option("--models", default=None, help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}")
+@click.option("--end", default=None, help="End of the window, ISO-8601 UTC [now].")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [CPU count].")
+@common
+def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers) -> None:
+    """Backfill a historical window of a simulated fleet into the lake, as fast as possible."""
+    from collector.sim.backfill import backfill
+
+    sim = ctx.cfg.simulator
+    model_list = tuple(m.strip() for m in models.split(",")) if models else sim.models
+    bad = [m for m in model_list if m not in config_mod.SIM_MODELS]
+    if bad or not model_list:
+        raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
+                         f"known: {', '.join(config_mod.SIM_MODELS)}")
+    end_s = _utc(end, "--end") or time.time()
+    nodes = nodes or sim.nodes
+    t0 = time.perf_counter()
+    with _progress("simulating", nodes) as bar:
+        report = backfill(ctx.cfg, ctx.lake, end_s - days * 86400, end_s, step_s, nodes=nodes,
+                          gpus_per_node=gpus_per_node or sim.gpus_per_node, models=model_list,
+                          seed=sim.seed if seed is None else seed, workers=workers, progress=bar.update)
+    secs = time.perf_counter() - t0
+    click.echo(
+        f"wrote {report.samples:,} GPU samples, {report.processes:,} process rows, {report.jobs:,} jobs, "
+        f"{report.health_events:,} health events for {report.gpus:,} GPUs on {report.nodes:,} nodes "
+        f"into {ctx.lake} in {secs:.1f} s ({report.samples / max(secs, 1e-9):,.0f} samples/s)"
+    )
+
+
+# -- collect --------------------------------------------------------------------------------------------
+def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None):
+    from collector import sources
+    from collector.runner import Collector
+    from gpuledger.lake import LakeWriter
+    from gpuledger.spool import Spool
+
+    writer_id = ctx.cfg.collector.writer
+    spool_dir = ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id
+    now = time.time()
+    srcs = [sources.make(n, ctx.cfg, ctx.lake, now) for n in source_names]
+    return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id,
+                     on_ack=on_ack)
+
+
+def _stop_event() -> threading.Event:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
+
+
+@main.command()
+@click.option("--source", "source_names", multiple=True, type=click.Choice(config_mod.SOURCE_NAMES),
+              help="Source to collect from (repeatable) [config collector.sources].")
+@click.option("--once", is_flag=True, help="Scrape once, flush to the lake and exit.")
+@click.option("--interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between scrapes [config collector.interval_s].")
+@click.option("--flush-interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between spool flushes [config collector.flush_interval_s].")
+@click.option("--print-acks", is_flag=True,
+              help="Print `ack <table> <rows> <first ts us>` on stdout once each batch is durable (for tests).")
+@common
+def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_acks) -> None:
+    """Collect from the node's sources into the spool and the lake."""
+    from collector.runner import run_until_stopped
+
+    def ack(batch) -> None:
+        first = next(iter(batch.columns.values()))[0] if batch.columns else None
+        ts_col = batch.columns.get("ts") or batch.columns.get("updated_at") or batch.columns.get("last_seen")
+        print(f"ack {batch.table} {batch.rows} {ts_col[0] if ts_col else first}", flush=True)
+
+    col = _build_collector(ctx, source_names or ctx.cfg.collector.sources, ack if print_acks else None)
+    col.start()
+    if once:
+        col.scrape()
+        col.close()
+        click.echo(f"scraped once into {ctx.lake}", err=True)
+        return
+    stop = _stop_event()
+    iv = interval_s or ctx.cfg.collector.interval_s
+    fiv = flush_interval_s or ctx.cfg.collector.flush_interval_s
+    click.echo(f"collecting from {', '.join(s.name for s in col.sources)} every {iv:g} s into {ctx.lake}; "
+               "Ctrl-C to stop", err=True)
+    try:
+        run_until_stopped(lambda sch: col.schedule(sch, iv, fiv), stop)
+    finally:
+        col.close()
+    click.echo(f"stopped after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
+
+
+# -- up -------------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds between scrapes [config collector.interval_s].")
+@click.option("--backfill-days", type=click.FloatRange(min=0), default=None,
+              help="History to simulate on an empty lake [config simulator.backfill_days].")
+@common
+def up(ctx: Ctx, interval_s, backfill_days) -> None:
+    """Run the whole stack in one process: collector, periodic analytics and compaction."""
+    from collector import sources
+    from collector.runner import run_until_stopped
+    from collector.sim import state as sim_state
+    from collector.sim.backfill import backfill
+    from gpuledger.compaction import compact
+    from gpuledger.lake import has_data
+
+    has_gpu, why = sources.detect_gpu()
+    if has_gpu and "nvml" in sources.AVAILABLE:
+        source = "nvml"
+        click.echo(f"collector: NVML ({why})", err=True)
+    else:
+        source = "sim"
+        reason = f"{why}, but this version has no NVML source yet" if has_gpu else why
+        click.echo(f"collector: the simulated fleet, because {reason}", err=True)
+
+    cfg, sim = ctx.cfg, ctx.cfg.simulator
+    if source == "sim":
+        st = sim_state.load(ctx.lake, cfg.cluster)
+        now = time.time()
+        days = sim.backfill_days if backfill_days is None else backfill_days
+        if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
+            click.echo(f"empty lake: backfilling {days:g} days of a {sim.nodes}-node simulated fleet", err=True)
+            with _progress("backfill", sim.nodes) as bar:
+                backfill(cfg, ctx.lake, now - days * 86400, now, int(sim.backfill_step_s), nodes=sim.nodes,
+                         gpus_per_node=sim.gpus_per_node, models=sim.models, seed=sim.seed, progress=bar.update)
+        elif st is not None and now - st.written_until_s > 3 * (interval_s or cfg.collector.interval_s):
+            click.echo(f"filling the {(now - st.written_until_s) / 3600:.1f} h since the fleet last ran", err=True)
+            with _progress("catch-up", st.nodes) as bar:
+                backfill(cfg, ctx.lake, st.written_until_s, now, int(sim.backfill_step_s), nodes=st.nodes,
+                         gpus_per_node=st.gpus_per_node, models=st.models, seed=st.seed, load=st.load,
+                         epoch_s=st.epoch_s, progress=bar.update)
+
+    col = _build_collector(ctx, (source,))
+    col.start()
+    iv = interval_s or cfg.collector.interval_s
+
+    def jobs(sch) -> None:
+        col.schedule(sch, iv, cfg.collector.flush_interval_s)
+        sch.add_job(lambda: compact(ctx.lake, grace_days=2), "interval", hours=1, id="compact",
+                    coalesce=True, max_instances=1)
+        try:
+            from analytics import schedule as analytics_schedule
+        except ImportError:  # pragma: no cover - analytics ships with gpuledger; this guards partial installs
+            return
+        analytics_schedule(sch, cfg, ctx.lake)
+
+    stop = _stop_event()
+    click.echo(f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s. "
+               f"Try: gpuledger sql --lake {ctx.lake} \"SELECT * FROM nodes\". Ctrl-C to stop.", err=True)
+    try:
+        run_until_stopped(jobs, stop)
+    finally:
+        col.close()
+    click.echo(f"stopped cleanly after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
+
+
+# -- sql ------------------------------------------------------------------------------------------------
+def _param(value: str):
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+@main.command()
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
+              show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to this file instead of stdout (required for parquet).")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A query parameter, used in the query as $NAME (repeatable); never pasted into the SQL.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="At most this many rows [table format: 50; other formats: all].")
+@click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True)
+@common
+def sql(ctx: Ctx, query, fmt, out, params, limit, timeout_s) -> None:
+    """Run a read-only DuckDB query over the lake, with every view from sql/ loaded."""
+    from gpuledger.query import Lake
+
+    if fmt == "parquet" and out is None:
+        raise UsageError("--format parquet writes binary data: give a file with --out")
+    named = {}
+    for p in params:
+        name, sep, value = p.partition("=")
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--param {p!r}: expected NAME=VALUE")
+        named[name] = _param(value)
+    if fmt == "table" and limit is None:
+        limit = 50
+    with Lake(ctx.lake) as lake:
+        res = lake.execute(query, named or None, limit=limit, timeout_s=timeout_s)
+    _print_result(res, fmt, out)
+
+
+def _print_result(res, fmt: str, out: Path | None) -> None:
+    import polars as pl
+
+    df = res.frame
+    if fmt == "parquet":
+        df.write_parquet(out)
+    elif fmt == "csv":
+        text = df.write_csv()
+    elif fmt == "json":
+        text = json.dumps(df.to_dicts(), default=str, indent=1)
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
+                       tbl_hide_dataframe_shape=True):
+            text = str(df)
+        if res.truncated:
+            text += f"\n(first {df.height} rows; use --limit or --format csv for more)"
+    if fmt != "parquet":
+        if out:
+            out.write_text(text + ("" if text.endswith("\n") else "\n"))
+        else:
+            click.echo(text.rstrip("\n"))
+    if out:
+        click.echo(f"wrote {df.height} row(s) to {out}", err=True)
+
+
+# -- compact --------------------------------------------------------------------------------------------
+@main.command(name="compact")
+@click.option("--grace-days", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Leave partitions younger than this many days alone (spools may still flush into them).")
+@common
+def compact_cmd(ctx: Ctx, grace_days) -> None:
+    """Merge the small files of closed partitions (crash-safe, idempotent)."""
+    from gpuledger.compaction import compact
+
+    r = compact(ctx.lake, grace_days=grace_days)
+    click.echo(f"compacted {r.partitions} partition(s): {r.files_in} files -> {r.files_out} ({r.rows:,} rows); "
+               f"finished {r.recovered} interrupted compaction(s)")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,323 @@
+"""Config: named defaults -> tomllib -> validate once, collecting every problem with its key -> a frozen object.
+
+No other module reads the environment or config files: the CLI calls `load()` once and hands the result down.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuledger.errors import ConfigError
+
+SOURCE_NAMES = ("nvml", "dcgm", "prometheus", "k8s", "sim")
+SIM_MODELS = ("H100", "H200", "A100", "L40S", "L4", "T4")
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    namespaces: tuple[str, ...]
+    weight: float = 1.0
+    quota: dict[str, int] = field(default_factory=dict)  # GPU model -> max concurrent GPUs; "*" = any model
+    budget_usd_per_month: float | None = None
+
+
+@dataclass(frozen=True)
+class Rate:
+    gpu_model: str
+    usd_per_gpu_hour: float
+    effective_from: dt.date
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    path: Path = Path("gpuledger-data")
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    interval_s: float = 10.0
+    flush_interval_s: float = 30.0
+    process_interval_s: float = 60.0
+    sources: tuple[str, ...] = ("sim",)
+    node: str = ""  # writer id of this collector; empty = the host name
+    spool_dir: Path | None = None  # default: <lake>/_spool/<node>
+
+    @property
+    def writer(self) -> str:
+        return self.node or socket.gethostname().split(".")[0]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 12
+    gpus_per_node: int = 8
+    models: tuple[str, ...] = ("H100", "A100", "L40S")
+    seed: int = 42
+    backfill_days: float = 7.0
+    backfill_step_s: float = 30.0
+    load: float = 0.7
+
+
+@dataclass(frozen=True)
+class Config:
+    cluster: str = "default"
+    lake: LakeConfig = LakeConfig()
+    collector: CollectorConfig = CollectorConfig()
+    simulator: SimConfig = SimConfig()
+    tenants: tuple[Tenant, ...] = ()
+    rates: tuple[Rate, ...] = ()
+    source_file: str = "<built-in defaults>"
+
+    def tenant_of_namespace(self) -> dict[str, str]:
+        return {ns: t.name for t in self.tenants for ns in t.namespaces}
+
+
+# Built-in defaults describe the simulated fleet, so `gpuledger up` works with no config file at all.
+DEFAULT_TENANTS = (
+    Tenant("vision", ("vision-train", "vision-dev"), 3.0, {"NVIDIA H100 80GB HBM3": 40, "*": 64}, 120_000.0),
+    Tenant("nlp", ("nlp",), 4.0, {"*": 96}, 200_000.0),
+    Tenant("recsys", ("recsys", "recsys-batch"), 2.0, {"*": 48}, 60_000.0),
+    Tenant("research", ("research",), 1.0, {"*": 32}, 30_000.0),
+    Tenant("platform", ("platform", "notebooks"), 1.0, {"*": 16}, None),
+)
+DEFAULT_RATES = (
+    Rate("NVIDIA H100 80GB HBM3", 2.49, dt.date(2026, 1, 1)),
+    Rate("NVIDIA H200", 3.29, dt.date(2026, 1, 1)),
+    Rate("NVIDIA A100-SXM4-80GB", 1.29, dt.date(2026, 1, 1)),
+    Rate("NVIDIA L40S", 0.89, dt.date(2026, 1, 1)),
+    Rate("NVIDIA L4", 0.44, dt.date(2026, 1, 1)),
+    Rate("Tesla T4", 0.29, dt.date(2026, 1, 1)),
+)
+
+
+def defaults() -> Config:
+    return Config(tenants=DEFAULT_TENANTS, rates=DEFAULT_RATES)
+
+
+class _Checker:
+    """Walks a parsed TOML document, recording `key.path: problem` for every mistake instead of stopping."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def bad(self, key: str, problem: str) -> None:
+        self.problems.append(f"{key}: {problem}")
+
+    def table(self, doc: Any, key: str, allowed: set[str]) -> dict:
+        if not isinstance(doc, dict):
+            self.bad(key, f"expected a table, got {type(doc).__name__}")
+            return {}
+        for k in doc:
+            if k not in allowed:
+                self.bad(f"{key}.{k}" if key else k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        return doc
+
+    def get(self, doc: dict, key: str, path: str, kind: type | tuple, default: Any, check=None, why: str = "") -> Any:
+        if key not in doc:
+            return default
+        v = doc[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(v, bool) and bool not in kinds:
+            ok = False
+        else:
+            ok = isinstance(v, kinds)
+        if not ok:
+            names = " or ".join(k.__name__.replace("str", "string").replace("float", "number") for k in kinds)
+            self.bad(path, f"expected {names}, got {type(v).__name__} {v!r}")
+            return default
+        if check is not None and not check(v):
+            self.bad(path, f"{why}, got {v!r}")
+            return default
+        return v
+
+
+def _positive(v: float) -> bool:
+    return v > 0
+
+
+def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
+    c = _Checker()
+    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "tenants", "rates"})
+    cfg = defaults()
+    cluster = c.get(top, "cluster", "cluster", str, cfg.cluster, lambda s: s.strip() != "", "must not be empty")
+
+    lake = cfg.lake
+    if "lake" in top:
+        t = c.table(top["lake"], "lake", {"path"})
+        p = c.get(t, "path", "lake.path", str, None, lambda s: s.strip() != "", "must not be empty")
+        if p is not None:
+            path = Path(p).expanduser()
+            lake = LakeConfig(path if path.is_absolute() or base_dir is None else base_dir / path)
+
+    col = cfg.collector
+    if "collector" in top:
+        t = c.table(
+            top["collector"], "collector",
+            {"interval_s", "flush_interval_s", "process_interval_s", "sources", "node", "spool_dir"},
+        )
+        num = (int, float)
+        sources = c.get(t, "sources", "collector.sources", list, list(col.sources))
+        for i, s in enumerate(sources):
+            if s not in SOURCE_NAMES:
+                c.bad(f"collector.sources[{i}]", f"unknown source {s!r} (known: {', '.join(SOURCE_NAMES)})")
+        dup = sorted({s for s in sources if sources.count(s) > 1})
+        if dup:
+            c.bad("collector.sources", f"listed twice: {', '.join(map(str, dup))}")
+        spool = c.get(t, "spool_dir", "collector.spool_dir", str, None)
+        col = CollectorConfig(
+            interval_s=float(c.get(t, "interval_s", "collector.interval_s", num, col.interval_s, _positive, "must be > 0")),
+            flush_interval_s=float(
+                c.get(t, "flush_interval_s", "collector.flush_interval_s", num, col.flush_interval_s, _positive, "must be > 0")
+            ),
+            process_interval_s=float(
+                c.get(t, "process_interval_s", "collector.process_interval_s", num, col.process_interval_s, _positive,
+                      "must be > 0")
+            ),
+            sources=tuple(str(s) for s in sources),
+            node=c.get(t, "node", "collector.node", str, ""),
+            spool_dir=Path(spool) if spool else None,
+        )
+
+    sim = cfg.simulator
+    if "simulator" in top:
+        t = c.table(
+            top["simulator"], "simulator",
+            {"nodes", "gpus_per_node", "models", "seed", "backfill_days", "backfill_step_s", "load"},
+        )
+        models = c.get(t, "models", "simulator.models", list, list(sim.models))
+        for i, m in enumerate(models):
+            if m not in SIM_MODELS:
+                c.bad(f"simulator.models[{i}]", f"unknown simulated model {m!r} (known: {', '.join(SIM_MODELS)})")
+        if not models:
+            c.bad("simulator.models", "must list at least one model")
+        sim = SimConfig(
+            nodes=c.get(t, "nodes", "simulator.nodes", int, sim.nodes, _positive, "must be > 0"),
+            gpus_per_node=c.get(t, "gpus_per_node", "simulator.gpus_per_node", int, sim.gpus_per_node,
+                                lambda v: 1 <= v <= 16, "must be between 1 and 16"),
+            models=tuple(models),
+            seed=c.get(t, "seed", "simulator.seed", int, sim.seed, lambda v: v >= 0, "must be >= 0"),
+            backfill_days=float(c.get(t, "backfill_days", "simulator.backfill_days", (int, float), sim.backfill_days,
+                                      lambda v: v >= 0, "must be >= 0")),
+            backfill_step_s=float(c.get(t, "backfill_step_s", "simulator.backfill_step_s", (int, float),
+                                        sim.backfill_step_s, lambda v: v >= 1, "must be >= 1")),
+            load=float(c.get(t, "load", "simulator.load", (int, float), sim.load, lambda v: 0 < v <= 2,
+                             "must be in (0, 2]")),
+        )
+
+    tenants = cfg.tenants
+    if "tenants" in top:
+        tenants = _tenants(c, top["tenants"])
+    rates = cfg.rates
+    if "rates" in top:
+        rates = _rates(c, top["rates"])
+
+    if c.problems:
+        raise ConfigError(source_file, c.problems)
+    return Config(cluster, lake, col, sim, tenants, rates, source_file)
+
+
+def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
+    if not isinstance(raw, list):
+        c.bad("tenants", "expected an array of tables ([[tenants]])")
+        return ()
+    out: list[Tenant] = []
+    owner: dict[str, str] = {}
+    for i, doc in enumerate(raw):
+        key = f"tenants[{i}]"
+        t = c.table(doc, key, {"name", "namespaces", "weight", "quota", "budget"})
+        name = c.get(t, "name", f"{key}.name", str, None, lambda s: s.strip() != "", "must not be empty")
+        if "name" not in t:
+            c.bad(f"{key}.name", "missing (every tenant needs a name)")
+        if name:
+            key = f"tenants[{i}] ({name})"
+        namespaces = c.get(t, "namespaces", f"{key}.namespaces", list, [])
+        for j, ns in enumerate(namespaces):
+            if not isinstance(ns, str) or not ns:
+                c.bad(f"{key}.namespaces[{j}]", f"expected a namespace name, got {ns!r}")
+            elif ns in owner:
+                c.bad(f"{key}.namespaces[{j}]", f"namespace {ns!r} already belongs to tenant {owner[ns]!r}")
+            else:
+                owner[ns] = name or "?"
+        weight = c.get(t, "weight", f"{key}.weight", (int, float), 1.0, _positive, "must be > 0")
+        quota: dict[str, int] = {}
+        if "quota" in t:
+            q = t["quota"]
+            if not isinstance(q, dict):
+                c.bad(f"{key}.quota", "expected a table of GPU model = max concurrent GPUs")
+            else:
+                for model, n in q.items():
+                    if isinstance(n, bool) or not isinstance(n, (int, float)):
+                        c.bad(f"{key}.quota.{model}", f"expected a number of GPUs, got {n!r}")
+                    elif n < 0:
+                        c.bad(f"{key}.quota.{model}", f"must be >= 0, got {n!r}")
+                    else:
+                        quota[model] = n
+        budget = None
+        if "budget" in t:
+            b = c.table(t["budget"], f"{key}.budget", {"usd_per_month"})
+            budget = c.get(b, "usd_per_month", f"{key}.budget.usd_per_month", (int, float), None,
+                           lambda v: v >= 0, "must be >= 0")
+        if name:
+            out.append(Tenant(name, tuple(n for n in namespaces if isinstance(n, str)), float(weight), quota,
+                              float(budget) if budget is not None else None))
+    names = [t.name for t in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        c.bad("tenants", f"duplicate tenant name(s): {', '.join(dup)}")
+    return tuple(out)
+
+
+def _rates(c: _Checker, raw: Any) -> tuple[Rate, ...]:
+    if not isinstance(raw, list):
+        c.bad("rates", "expected an array of tables ([[rates]])")
+        return ()
+    out = []
+    for i, doc in enumerate(raw):
+        key = f"rates[{i}]"
+        t = c.table(doc, key, {"gpu_model", "usd_per_gpu_hour", "effective_from"})
+        for req in ("gpu_model", "usd_per_gpu_hour", "effective_from"):
+            if req not in t:
+                c.bad(f"{key}.{req}", "missing")
+        model = c.get(t, "gpu_model", f"{key}.gpu_model", str, None, lambda s: s.strip() != "", "must not be empty")
+        price = c.get(t, "usd_per_gpu_hour", f"{key}.usd_per_gpu_hour", (int, float), None, lambda v: v >= 0,
+                      "must be >= 0")
+        since = c.get(t, "effective_from", f"{key}.effective_from", (dt.date, dt.datetime), None)
+        if isinstance(since, dt.datetime):
+            since = since.date()
+        if model is not None and price is not None and since is not None:
+            out.append(Rate(model, float(price), since))
+    seen: dict[tuple[str, dt.date], int] = {}
+    for i, r in enumerate(out):
+        k = (r.gpu_model, r.effective_from)
+        if k in seen:
+            c.bad("rates", f"two prices for {r.gpu_model} from {r.effective_from} (rates[{seen[k]}] and rates[{i}])")
+        seen[k] = i
+    return tuple(out)
+
+
+def load(path: str | Path | None) -> Config:
+    """Load and validate a config file; `None` gives the built-in defaults."""
+    if path is None:
+        return defaults()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(p), ["file not found"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(str(p), [f"cannot read: {e}"]) from e
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(str(p), [f"not valid TOML: {e}"]) from e
+    return parse(doc, str(p), p.parent)
+
+
+def with_overrides(cfg: Config, lake: Path | None = None) -> Config:
+    return replace(cfg, lake=LakeConfig(lake)) if lake is not None else cfg

@@ -1,0 +1,141 @@
+"""The lake: append-only, hive-partitioned Parquet; the only interface between the stages.
+
+Layout: `<root>/<table>/date=YYYY-MM-DD/node=<node>/part-<name>.parquet` (see gpuledger.schema).
+Writers name files deterministically (writer id + spool segment, or simulation chunk), so re-running a
+write replaces the same file instead of adding a duplicate: re-runs are idempotent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from gpuledger import schema
+from gpuledger.atomic import ensure_dir, write_atomic
+from gpuledger.errors import LakeError
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$|^_none$")
+COMPRESSION = "zstd"
+
+
+@dataclass(frozen=True)
+class Partition:
+    table: str
+    date: dt.date
+    node: str
+
+    def path(self, root: Path) -> Path:
+        return root / self.table / f"date={self.date.isoformat()}" / f"node={self.node}"
+
+
+def check_name(kind: str, value: str) -> str:
+    """Node names and writer ids become path segments: refuse anything that could escape or confuse the layout."""
+    if not _SAFE_NAME.match(value):
+        raise LakeError(
+            f"{kind} {value!r} cannot be used in a lake path: use letters, digits, '.', '_' or '-' "
+            "(at most 200 characters, not starting with '.', '_' or '-')"
+        )
+    return value
+
+
+def conform(table_name: str, df: pl.DataFrame, file_only: bool = False) -> pl.DataFrame:
+    """Return `df` with exactly the table's columns in order and types; missing nullable columns become null.
+
+    With `file_only`, the partition columns (date, node) are left out: the shape of the rows inside a file.
+
+    Raises LakeError naming the table and the offending columns: unknown columns, missing required ones,
+    values that do not cast, or nulls in a required column.
+    """
+    t = schema.table(table_name)
+    target = t.file_schema if file_only else t.polars_schema
+    unknown = [c for c in df.columns if c not in t.polars_schema or (file_only and c in schema.PARTITION_COLUMNS)]
+    if unknown:
+        raise LakeError(f"{table_name}: unknown column(s) {', '.join(unknown)}")
+    missing = [c for c in t.required if c not in df.columns and c in target and c != "date"]
+    if missing:
+        raise LakeError(f"{table_name}: missing required column(s) {', '.join(missing)}")
+    exprs = []
+    for name, dtype in target.items():
+        if name == "date":
+            exprs.append(pl.col(t.time_column).dt.date().alias("date"))
+        elif name in df.columns:
+            exprs.append(pl.col(name).cast(dtype, strict=True))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    try:
+        out = df.lazy().select(exprs).collect()
+    except pl.exceptions.PolarsError as e:
+        raise LakeError(f"{table_name}: values do not fit the schema: {e}") from e
+    nulls = [c for c in t.required if c in target and out[c].null_count()]
+    if nulls:
+        raise LakeError(f"{table_name}: null values in required column(s) {', '.join(nulls)}")
+    return out
+
+
+class LakeWriter:
+    """Writes conformed frames into partitions, one atomic file per (partition, name)."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def init(self) -> None:
+        ensure_dir(self.root)
+        probe = self.root / ".write-probe"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise LakeError(f"lake directory {self.root} is not writable: {e.strerror}") from e
+
+    def write(self, table_name: str, df: pl.DataFrame, name: str) -> list[Path]:
+        """Write `df` (any columns of the table, `date` derived) under file name `part-<name>.parquet`.
+
+        Returns the files written. The same (rows, name) written twice gives the same files.
+        """
+        check_name("file name", name)
+        if df.height == 0:
+            return []
+        df = conform(table_name, df).with_columns(pl.col("node").fill_null(schema.NO_NODE))
+        written = []
+        for (date, node), part in df.partition_by(["date", "node"], as_dict=True, maintain_order=True).items():
+            p = Partition(table_name, date, check_name("node", node))
+            written.append(self.write_partition(p, part.drop("date", "node"), name))
+        return written
+
+    def write_partition(self, p: Partition, df: pl.DataFrame, name: str) -> Path:
+        """Write the rows of one partition (without the date and node columns) as `part-<name>.parquet`."""
+        df = conform(p.table, df, file_only=True)
+        path = p.path(self.root) / f"part-{name}.parquet"
+        write_atomic(path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True))
+        return path
+
+
+def table_files(root: Path | str, table_name: str) -> list[Path]:
+    schema.table(table_name)
+    return sorted(Path(root, table_name).glob("date=*/node=*/*.parquet"))
+
+
+def has_data(root: Path | str, table_name: str) -> bool:
+    base = Path(root, table_name)
+    return base.is_dir() and next(base.glob("date=*/node=*/*.parquet"), None) is not None
+
+
+def scan(root: Path | str, table_name: str) -> pl.LazyFrame:
+    """The one polars reader of the lake: a LazyFrame with the table's full schema (empty if no files)."""
+    t = schema.table(table_name)
+    if not has_data(root, table_name):
+        return pl.LazyFrame(schema=t.polars_schema)
+    lf = pl.scan_parquet(
+        Path(root, table_name, "date=*", "node=*", "*.parquet"),
+        hive_partitioning=True,
+        hive_schema={"date": pl.Date, "node": pl.String},
+        missing_columns="insert",
+        schema=t.file_schema,
+    )
+    return lf.with_columns(
+        pl.when(pl.col("node") == schema.NO_NODE).then(None).otherwise(pl.col("node")).alias("node")
+    ).select(t.column_names)

@@ -1,0 +1,157 @@
+"""The one DuckDB helper: every sql/ view loaded, parameters passed separately, a time limit, one result type.
+
+Used alike by the CLI, the dashboards and the tests. Read-only by construction: only SELECT and EXPLAIN
+statements run, so `gpuledger sql` can never write files or change the lake.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from gpuledger import schema
+from gpuledger.errors import QueryError
+from gpuledger.lake import has_data
+
+LAKE_VARIABLE = "gpuledger_lake"
+_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+_DUCK_TYPES = {
+    pl.String: "VARCHAR",
+    pl.Int32: "INTEGER",
+    pl.Int64: "BIGINT",
+    pl.Float32: "FLOAT",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+    pl.Date: "DATE",
+}
+
+
+def duckdb_type(dtype: pl.DataType) -> str:
+    """The DuckDB type a polars column type reads back as (used by the schema/SQL agreement test too)."""
+    if dtype == schema.UTC_US:
+        return "TIMESTAMP WITH TIME ZONE"
+    if dtype == schema.LABELS:
+        return "STRUCT(\"key\" VARCHAR, \"value\" VARCHAR)[]"
+    if isinstance(dtype, pl.List):
+        return duckdb_type(dtype.inner) + "[]"
+    return _DUCK_TYPES[dtype.base_type()]
+
+
+def sql_files() -> dict[str, str]:
+    """View name -> SQL text, raw tables first (derived views select from them)."""
+    files = {p.name[:-4]: p.read_text() for p in resources.files("sql").iterdir() if p.name.endswith(".sql")}
+    order = [n for n in schema.TABLES if n in files] + sorted(n for n in files if n not in schema.TABLES)
+    return {n: files[n] for n in order}
+
+
+def _empty_view(name: str) -> str:
+    cols = ", ".join(
+        f"CAST(NULL AS {duckdb_type(c.dtype)}) AS \"{c.name}\"" for c in schema.table(name).columns
+    )
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false"
+
+
+@dataclass
+class Result:
+    columns: list[str]
+    frame: pl.DataFrame
+    truncated: bool = False  # more rows existed than the limit asked for
+
+    @property
+    def rows(self) -> list[tuple]:
+        return self.frame.rows()
+
+
+class Lake:
+    """A DuckDB connection over one lake root, with every view of sql/ defined on it."""
+
+    def __init__(self, root: Path | str, threads: int | None = None):
+        self.root = Path(root).resolve()
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+        self.con.execute(f"SET VARIABLE {LAKE_VARIABLE} = ?", [str(self.root)])
+        self._empty: set[str] = set()
+        self.load_views()
+
+    def load_views(self) -> None:
+        """(Re)define every view; a raw table with no files yet gets an empty view of the right shape."""
+        self._empty = set()
+        for name, text in sql_files().items():
+            try:
+                if name in schema.TABLES and not has_data(self.root, name):
+                    self.con.execute(_empty_view(name))
+                    self._empty.add(name)
+                else:
+                    self.con.execute(text)
+            except duckdb.Error as e:
+                raise QueryError(f"cannot load view {name} from sql/{name}.sql: {e}") from e
+
+    def _refresh_if_data_arrived(self) -> None:
+        if any(has_data(self.root, n) for n in self._empty):
+            self.load_views()
+
+    def execute(
+        self, sql: str, params: list | dict | None = None, limit: int | None = None, timeout_s: float | None = 60.0
+    ) -> Result:
+        """Run read-only SQL (one or more statements; the last one's rows are returned)."""
+        self._refresh_if_data_arrived()
+        try:
+            statements = self.con.extract_statements(sql)
+        except duckdb.Error as e:
+            raise QueryError(f"cannot parse query: {e}") from e
+        if not statements:
+            raise QueryError("empty query")
+        for s in statements:
+            if s.type not in _READ_ONLY:
+                raise QueryError(
+                    f"only read-only queries are allowed (SELECT, EXPLAIN); got a {s.type.name} statement: "
+                    f"{s.query.strip()[:80]}"
+                )
+        timer = threading.Timer(timeout_s, self.con.interrupt) if timeout_s else None
+        if timer:
+            timer.start()
+        try:
+            for s in statements[:-1]:
+                self.con.execute(s.query, params)
+            rel = self.con.sql(statements[-1].query, params=params)
+            columns = list(rel.columns)
+            # DuckDB 2 names it to_arrow_reader; 1.x record_batch.
+            to_reader = getattr(rel, "to_arrow_reader", None) or rel.record_batch
+            reader = to_reader(min(limit + 1, 100_000) if limit is not None else 100_000)
+            batches, n = [], 0
+            for batch in reader:
+                batches.append(batch)
+                n += batch.num_rows
+                if limit is not None and n > limit:
+                    break
+        except duckdb.InterruptException as e:
+            raise QueryError(f"query stopped after the {timeout_s:g} s time limit") from e
+        except duckdb.Error as e:
+            raise QueryError(str(e).strip()) from e
+        finally:
+            if timer:
+                timer.cancel()
+        frame = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+        truncated = limit is not None and frame.height > limit
+        if truncated:
+            frame = frame.head(limit)
+        return Result(columns, frame, truncated)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Lake":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

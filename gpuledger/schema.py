@@ -1,0 +1,229 @@
+"""Every lake table, defined once: columns, polars types, units, and how the table is partitioned.
+
+`sql/<table>.sql` mirrors these definitions for analysts; tests/test_schema_sql.py proves the two agree.
+
+Partitioning: `<table>/date=YYYY-MM-DD/node=<node>/part-<writer>-<seq>.parquet`. `date` is the UTC date of
+the table's time column; `node` is the node the row is about (for rows about no node, such as a pending job,
+the host that wrote it, or `_none`). Partition values live only in the path, never inside the file, so the
+hive reader's value is the only one (DuckDB prefers the path over a column of the same name anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+UTC_US = pl.Datetime("us", "UTC")
+NO_NODE = "_none"  # partition value for rows with a null node; Kubernetes node names cannot start with "_"
+PARTITION_COLUMNS = ("date", "node")
+LABELS = pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: pl.DataType
+    doc: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    grain: str
+    time_column: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def polars_schema(self) -> pl.Schema:
+        """The schema of the rows as readers see them (partition columns included)."""
+        return pl.Schema({c.name: c.dtype for c in self.columns})
+
+    @property
+    def file_schema(self) -> pl.Schema:
+        """The schema inside each Parquet file: everything but the partition columns."""
+        return pl.Schema({c.name: c.dtype for c in self.columns if c.name not in PARTITION_COLUMNS})
+
+    @property
+    def required(self) -> list[str]:
+        return [c.name for c in self.columns if not c.nullable]
+
+
+def _c(name: str, dtype: pl.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, dtype, doc, nullable)
+
+
+_CLUSTER = _c("cluster", pl.String, "cluster name from config ('default' when unset)", False)
+_NODE = _c("node", pl.String, "Kubernetes node / host name (partition column)")
+_DATE = _c("date", pl.Date, "UTC date of the time column (partition column)", False)
+
+GPU_SAMPLES = Table(
+    "gpu_samples",
+    "one GPU (or MIG instance) per scrape",
+    "ts",
+    (
+        _c("ts", UTC_US, "scrape time, UTC", False),
+        _CLUSTER,
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU UUID (MIG instance UUID for a MIG row)", False),
+        _c("gpu_index", pl.Int32, "NVML device index on the node"),
+        _c("parent_gpu_uuid", pl.String, "physical GPU UUID of a MIG instance, null otherwise"),
+        _c("mig_profile", pl.String, "MIG profile such as 1g.10gb, null when not MIG"),
+        _c("model", pl.String, "product name, e.g. NVIDIA H100 80GB HBM3"),
+        _c("util_gpu_pct", pl.Float32, "percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL)"),
+        _c("util_mem_pct", pl.Float32, "percent of time device memory was read or written"),
+        _c("sm_active_ratio", pl.Float32, "fraction of SM cycles with a warp resident (DCGM_FI_PROF_SM_ACTIVE)"),
+        _c("tensor_active_ratio", pl.Float32, "fraction of cycles the tensor pipes were busy"),
+        _c("mem_used_bytes", pl.Int64, "device memory used"),
+        _c("mem_total_bytes", pl.Int64, "device memory total"),
+        _c("mem_reserved_bytes", pl.Int64, "device memory reserved by the driver"),
+        _c("power_w", pl.Float32, "board power draw (NVML reports mW)"),
+        _c("power_limit_w", pl.Float32, "enforced power limit"),
+        _c("energy_j", pl.Float64, "energy counter since driver load (NVML reports mJ)"),
+        _c("temp_c", pl.Float32, "GPU temperature"),
+        _c("sm_clock_mhz", pl.Int32, "SM clock"),
+        _c("mem_clock_mhz", pl.Int32, "memory clock"),
+        _c("throttle_reasons", pl.Int64, "NVML clocks event reasons bit mask"),
+        _c("ecc_corrected_total", pl.Int64, "volatile corrected ECC errors"),
+        _c("ecc_uncorrected_total", pl.Int64, "volatile uncorrected ECC errors"),
+        _c("source", pl.String, "collector source: nvml, dcgm, prometheus, sim", False),
+        _c("pod", pl.String, "pod holding the GPU, when known"),
+        _c("namespace", pl.String, "namespace of that pod"),
+        _c("container", pl.String, "container of that pod"),
+        _DATE,
+    ),
+)
+
+GPU_PROCESSES = Table(
+    "gpu_processes",
+    "one process on one GPU per scrape",
+    "ts",
+    (
+        _c("ts", UTC_US, "scrape time, UTC", False),
+        _CLUSTER,
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU (or MIG instance) UUID", False),
+        _c("pid", pl.Int64, "process id on the node", False),
+        _c("process_name", pl.String, "executable name"),
+        _c("used_mem_bytes", pl.Int64, "device memory used by the process"),
+        _c("sm_util_pct", pl.Float32, "per-process SM utilization where supported"),
+        _c("container", pl.String, "container id or name resolved from /proc/<pid>/cgroup"),
+        _c("pod", pl.String, "pod, when resolvable"),
+        _c("namespace", pl.String, "namespace, when resolvable"),
+        _c("source", pl.String, "collector source", False),
+        _DATE,
+    ),
+)
+
+JOBS = Table(
+    "jobs",
+    "one state of one workload (append-only; the `jobs` view keeps the latest per job_id)",
+    "updated_at",
+    (
+        _c("updated_at", UTC_US, "when this state was observed, UTC", False),
+        _CLUSTER,
+        _c("job_id", pl.String, "stable workload id (pod UID, trace job id)", False),
+        _c("tenant", pl.String, "tenant from config (namespace -> tenant)"),
+        _c("namespace", pl.String, "Kubernetes namespace"),
+        _c("pod", pl.String, "pod name"),
+        _c("queue", pl.String, "scheduler queue (e.g. Kueue LocalQueue)"),
+        _c("gpu_model", pl.String, "requested or granted GPU model"),
+        _c("gpus", pl.Float64, "GPUs requested; fractional for shared GPUs (0.5 = half a GPU)"),
+        _c("mig_profile", pl.String, "requested MIG profile, if any"),
+        _c("submitted_at", UTC_US, "creation time, UTC"),
+        _c("scheduled_at", UTC_US, "bound to a node, UTC"),
+        _c("started_at", UTC_US, "first container started, UTC"),
+        _c("finished_at", UTC_US, "ended, UTC"),
+        _c("status", pl.String, "pending, running, succeeded, failed, cancelled, preempted", False),
+        _c("reason", pl.String, "why it ended or waits (OOMKilled, Evicted, Error, ...)"),
+        _NODE,
+        _c("gpu_uuids", pl.List(pl.String), "GPUs bound to it"),
+        _c("owner_kind", pl.String, "top owner kind (Job, JobSet, RayJob, ...)"),
+        _c("owner_name", pl.String, "top owner name"),
+        _c("source", pl.String, "collector source (k8s, sim, import)", False),
+        _DATE,
+    ),
+)
+
+NODES = Table(
+    "nodes",
+    "one node as seen by one writer over one day (the `nodes` view keeps one row per node)",
+    "last_seen",
+    (
+        _CLUSTER,
+        _NODE,
+        _c("gpu_model", pl.String, "GPU product name"),
+        _c("gpu_count", pl.Int32, "physical GPUs"),
+        _c("gpu_mem_bytes", pl.Int64, "memory of one GPU"),
+        _c("labels", LABELS, "node labels as key/value pairs"),
+        _c("first_seen", UTC_US, "first observation, UTC", False),
+        _c("last_seen", UTC_US, "last observation, UTC", False),
+        _c("source", pl.String, "collector source", False),
+        _DATE,
+    ),
+)
+
+HEALTH_EVENTS = Table(
+    "health_events",
+    "one health event",
+    "ts",
+    (
+        _c("ts", UTC_US, "when it happened or was seen, UTC", False),
+        _CLUSTER,
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU concerned, null for a node-level event"),
+        _c("kind", pl.String, "xid, ecc, lost, throttle, scrape_error, spool_corrupt", False),
+        _c("code", pl.Int64, "Xid number or error code, when there is one"),
+        _c("detail", pl.String, "human-readable detail"),
+        _c("source", pl.String, "collector source", False),
+        _DATE,
+    ),
+)
+
+ADMISSION_DECISIONS = Table(
+    "admission_decisions",
+    "one admission webhook call",
+    "ts",
+    (
+        _c("ts", UTC_US, "when the request was answered, UTC", False),
+        _CLUSTER,
+        _c("node", pl.String, "webhook replica that answered (partition column)"),
+        _c("uid", pl.String, "AdmissionReview request uid", False),
+        _c("tenant", pl.String, "tenant resolved from the namespace"),
+        _c("namespace", pl.String, "namespace of the object"),
+        _c("kind", pl.String, "object kind (Pod, Job, ...)"),
+        _c("name", pl.String, "object name"),
+        _c("gpu_model", pl.String, "GPU model asked for"),
+        _c("gpus", pl.Float64, "GPUs asked for"),
+        _c("decision", pl.String, "allow, deny or warn", False),
+        _c("policy", pl.String, "policy that decided"),
+        _c("mode", pl.String, "enforce, warn or dry-run"),
+        _c("reason", pl.String, "message returned to the user"),
+        _c("policy_version", pl.String, "version of the decision table / policy"),
+        _c("dry_run", pl.Boolean, "the request was a dryRun"),
+        _c("latency_s", pl.Float64, "time to answer"),
+        _DATE,
+    ),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t for t in (GPU_SAMPLES, GPU_PROCESSES, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
+}
+
+
+def table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except KeyError:
+        from gpuledger.errors import LakeError
+
+        raise LakeError(f"unknown table {name!r}; tables are: {', '.join(TABLES)}") from None
+
+
+def empty_frame(name: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=table(name).polars_schema)

@@ -1,0 +1,21 @@
+-- gpu_processes: one process on one GPU per scrape.
+-- Grain: one process on one GPU per scrape. Time column: ts (UTC). Units are in the column names.
+-- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW gpu_processes AS
+SELECT
+    ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
+    cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
+    pid,                                                    -- BIGINT: process id on the node
+    process_name,                                           -- VARCHAR: executable name
+    used_mem_bytes,                                         -- BIGINT: device memory used by the process
+    sm_util_pct,                                            -- FLOAT: per-process SM utilization where supported
+    container,                                              -- VARCHAR: container id or name resolved from /proc/<pid>/cgroup
+    pod,                                                    -- VARCHAR: pod, when resolvable
+    namespace,                                              -- VARCHAR: namespace, when resolvable
+    source,                                                 -- VARCHAR: collector source
+    date                                                    -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_processes/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});

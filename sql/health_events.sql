@@ -1,0 +1,17 @@
+-- health_events: one health event.
+-- Grain: one health event. Time column: ts (UTC). Units are in the column names.
+-- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW health_events AS
+SELECT
+    ts,                                                     -- TIMESTAMP WITH TIME ZONE: when it happened or was seen, UTC
+    cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    gpu_uuid,                                               -- VARCHAR: GPU concerned, null for a node-level event
+    kind,                                                   -- VARCHAR: xid, ecc, lost, throttle, scrape_error, spool_corrupt
+    code,                                                   -- BIGINT: Xid number or error code, when there is one
+    detail,                                                 -- VARCHAR: human-readable detail
+    source,                                                 -- VARCHAR: collector source
+    date                                                    -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/health_events/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});

@@ -1,0 +1,31 @@
+-- jobs: the latest state of each job (raw states are append-only; this view keeps the newest per cluster and job_id).
+-- Grain: one state of one workload (append-only; the `jobs` view keeps the latest per job_id). Time column: updated_at (UTC). Units are in the column names.
+-- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW jobs AS
+SELECT
+    updated_at,                                             -- TIMESTAMP WITH TIME ZONE: when this state was observed, UTC
+    cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
+    job_id,                                                 -- VARCHAR: stable workload id (pod UID, trace job id)
+    tenant,                                                 -- VARCHAR: tenant from config (namespace -> tenant)
+    namespace,                                              -- VARCHAR: Kubernetes namespace
+    pod,                                                    -- VARCHAR: pod name
+    queue,                                                  -- VARCHAR: scheduler queue (e.g. Kueue LocalQueue)
+    gpu_model,                                              -- VARCHAR: requested or granted GPU model
+    gpus,                                                   -- DOUBLE: GPUs requested; fractional for shared GPUs (0.5 = half a GPU)
+    mig_profile,                                            -- VARCHAR: requested MIG profile, if any
+    submitted_at,                                           -- TIMESTAMP WITH TIME ZONE: creation time, UTC
+    scheduled_at,                                           -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
+    started_at,                                             -- TIMESTAMP WITH TIME ZONE: first container started, UTC
+    finished_at,                                            -- TIMESTAMP WITH TIME ZONE: ended, UTC
+    status,                                                 -- VARCHAR: pending, running, succeeded, failed, cancelled, preempted
+    reason,                                                 -- VARCHAR: why it ended or waits (OOMKilled, Evicted, Error, ...)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    gpu_uuids,                                              -- VARCHAR[]: GPUs bound to it
+    owner_kind,                                             -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
+    owner_name,                                             -- VARCHAR: top owner name
+    source,                                                 -- VARCHAR: collector source (k8s, sim, import)
+    date                                                    -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR})
+QUALIFY row_number() OVER (PARTITION BY cluster, job_id ORDER BY updated_at DESC) = 1;
