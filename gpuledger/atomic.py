@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from gpuledger.errors import LakeError
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def fsync_dir(path: Path) -> None:
@@ -54,8 +57,13 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise _explain(e, path) from e
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        # polars (Rust) reports IO failures as ComputeError("... (os error 28)"), not OSError.
+        m = _OS_ERROR.search(str(e))
+        if m:
+            code = int(m.group(1))
+            raise _explain(OSError(code, os.strerror(code)), path) from e
         raise
 
 

@@ -111,7 +111,7 @@ def node_window(
                         "ts": pt[keep], "gpu": g, "job": ji, "used": used,
                         "sm_util_pct": (lvl * share)[keep].astype(np.float32),
                     })
-    util = np.minimum(util, 100.0)
+    util = np.round(np.minimum(util, 100.0))  # NVML and DCGM report whole percents
     sm = np.minimum(sm, 1.0)
     mem = np.minimum(mem, spec.mem_bytes)
     gkeys = (node.index * 64 + np.arange(G, dtype=np.int64))[:, None]
@@ -148,8 +148,8 @@ def node_window(
         "gpu_uuid": uuids.gather(gidx),
         "gpu_index": gidx,
         "model": pl.repeat(spec.name, n * G, eager=True, dtype=pl.String),
-        "util_gpu_pct": flat(np.round(util, 1)).astype(np.float32),
-        "util_mem_pct": flat(np.round(np.minimum(membw, 100.0), 1)).astype(np.float32),
+        "util_gpu_pct": flat(util).astype(np.float32),
+        "util_mem_pct": flat(np.round(np.minimum(membw, 100.0))).astype(np.float32),
         "sm_active_ratio": flat(sm).astype(np.float32),
         "tensor_active_ratio": flat(tensor).astype(np.float32),
         "mem_used_bytes": flat(mem),

@@ -1,0 +1,46 @@
+"""Shared fixtures: one factory for small deterministic lakes, and a CLI runner.
+
+Every lake is built by the real simulator at a fixed seed and a fixed end time, so values are reproducible.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuledger.config import defaults
+
+END = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc).timestamp()  # a Monday, 00:00 UTC
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def make_lake(path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"),
+              end_s=END, workers=1):
+    from collector.sim.backfill import backfill
+
+    return backfill(defaults(), path, end_s - days * 86400, end_s, step_s, nodes=nodes, gpus_per_node=gpus,
+                    models=models, seed=seed, workers=workers)
+
+
+@pytest.fixture(scope="session")
+def small_lake(tmp_path_factory) -> Path:
+    """3 nodes x 4 GPUs, one day at 60 s. Read-only for tests: copy it before writing."""
+    path = tmp_path_factory.mktemp("lake") / "lake"
+    make_lake(path)
+    return path
+
+
+@pytest.fixture
+def cli():
+    from gpuledger.cli import main
+
+    runner = CliRunner()
+
+    def run(*args, **kw):
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False, **kw)
+
+    return run

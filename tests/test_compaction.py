@@ -1,0 +1,61 @@
+import datetime as dt
+import json
+
+import polars as pl
+
+from gpuledger.compaction import JOURNAL, compact
+from gpuledger.lake import LakeWriter, scan, table_files
+
+UTC = dt.timezone.utc
+
+
+def _rows(day, n, offset=0):
+    t = dt.datetime(2026, 11, day, 1, tzinfo=UTC)
+    return pl.DataFrame({
+        "ts": [t + dt.timedelta(seconds=offset + i) for i in range(n)], "cluster": ["c"] * n, "node": ["n1"] * n,
+        "gpu_uuid": ["GPU-a"] * n, "util_gpu_pct": [float(offset + i) for i in range(n)], "source": ["t"] * n,
+    })
+
+
+def test_closed_partitions_are_merged_open_ones_left_alone(tmp_path):
+    w = LakeWriter(tmp_path)
+    for k in range(3):
+        w.write("gpu_samples", _rows(1, 5, offset=10 * k), f"w-{k}")  # closed day: 3 files
+        w.write("gpu_samples", _rows(3, 5, offset=10 * k), f"w-{k}")  # "today": 3 files
+    before = scan(tmp_path, "gpu_samples").collect().sort("ts")
+    r = compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
+    assert (r.partitions, r.files_in, r.files_out, r.rows) == (1, 3, 1, 15)
+    after = scan(tmp_path, "gpu_samples").collect().sort("ts")
+    assert after.equals(before)
+    days = [f.parent.parent.name for f in table_files(tmp_path, "gpu_samples")]
+    assert days.count("date=2026-11-01") == 1 and days.count("date=2026-11-03") == 3
+    # Idempotent: a second run has nothing to do.
+    assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
+
+
+def test_interrupted_compaction_is_finished_without_duplicates(tmp_path):
+    w = LakeWriter(tmp_path)
+    for k in range(2):
+        w.write("gpu_samples", _rows(1, 4, offset=10 * k), f"w-{k}")
+    files = table_files(tmp_path, "gpu_samples")
+    part = files[0].parent
+    # Simulate a crash after the merged file was published but before the inputs were deleted.
+    merged = pl.concat([pl.read_parquet(f) for f in files])
+    merged.write_parquet(part / "part-cmerged.parquet")
+    (part / JOURNAL).write_text(json.dumps({"inputs": [f.name for f in files], "output": "part-cmerged.parquet"}))
+    r = compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
+    assert r.recovered == 1
+    assert scan(tmp_path, "gpu_samples").collect().height == 8
+    assert not (part / JOURNAL).exists()
+
+
+def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
+    w = LakeWriter(tmp_path)
+    for k in range(2):
+        w.write("gpu_samples", _rows(1, 4, offset=10 * k), f"w-{k}")
+    part = table_files(tmp_path, "gpu_samples")[0].parent
+    (part / JOURNAL).write_text(json.dumps({"inputs": ["part-w-0.parquet", "part-w-1.parquet"],
+                                            "output": "part-cnever.parquet"}))
+    compact(tmp_path, today=dt.date(2026, 11, 1), grace_days=1)  # nothing closed: only recovery runs
+    assert scan(tmp_path, "gpu_samples").collect().height == 8
+    assert len(table_files(tmp_path, "gpu_samples")) == 2

@@ -1,0 +1,76 @@
+import datetime as dt
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuledger import config
+from gpuledger.errors import ConfigError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "config"
+
+
+def test_defaults_describe_a_usable_fleet():
+    cfg = config.load(None)
+    assert cfg.cluster == "default"
+    assert {t.name for t in cfg.tenants} == {"vision", "nlp", "recsys", "research", "platform"}
+    assert cfg.tenant_of_namespace()["notebooks"] == "platform"
+    assert all(r.usd_per_gpu_hour > 0 for r in cfg.rates)
+
+
+def test_good_config_is_parsed_into_typed_values():
+    cfg = config.load(FIXTURES / "good.toml")
+    assert cfg.cluster == "prod-eu"
+    assert cfg.lake.path == FIXTURES / "data"  # relative paths are relative to the config file
+    assert cfg.collector.interval_s == 5.0 and cfg.collector.sources == ("sim",)
+    vision = cfg.tenants[0]
+    assert vision.name == "vision" and vision.namespaces == ("vision-train", "vision-dev")
+    assert vision.weight == 3.0 and vision.quota == {"NVIDIA H100 80GB HBM3": 32, "*": 48}
+    assert vision.budget_usd_per_month == 50000.0
+    assert cfg.tenants[1].budget_usd_per_month is None
+    assert cfg.rates[1] == config.Rate("NVIDIA H100 80GB HBM3", 2.1, dt.date(2026, 7, 1))
+    assert cfg.simulator.models == ("H100", "L4")
+
+
+def test_readme_example_config_is_valid():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    import tomllib
+
+    cfg = config.parse(tomllib.loads(block), "README.md")
+    assert cfg.tenants and cfg.rates
+
+
+# (file, fragments every one of which must appear in the message)
+BAD = [
+    ("bad_unknown_key.toml", ["collector.intervall_s: unknown key"]),
+    ("bad_type.toml", ["collector.interval_s: expected", "got str '10'"]),
+    ("bad_negative_quota.toml", ["tenants[0] (vision).quota.*: must be >= 0, got -4"]),
+    ("bad_duplicate_tenant.toml", ["duplicate tenant name(s): vision"]),
+    ("bad_namespace_twice.toml", ["namespace 'shared' already belongs to tenant 'a'"]),
+    ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),
+    ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
+    ("bad_toml_syntax.toml", ["not valid TOML"]),
+    ("bad_many.toml", ["cluster: must not be empty", "simulator.gpus_per_node: must be between 1 and 16",
+                       "tenants[0].name: missing", "rates[0].usd_per_gpu_hour: must be >= 0"]),
+]
+
+
+@pytest.mark.parametrize("name,fragments", BAD, ids=[b[0] for b in BAD])
+def test_bad_config_names_file_key_and_problem(name, fragments):
+    path = FIXTURES / name
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    msg = str(e.value)
+    assert str(path) in msg
+    for f in fragments:
+        assert f in msg, msg
+
+
+def test_every_bad_fixture_is_covered():
+    assert {p.name for p in FIXTURES.glob("bad_*.toml")} == {b[0] for b in BAD}
+
+
+def test_missing_config_file_is_reported():
+    with pytest.raises(ConfigError, match="file not found"):
+        config.load(FIXTURES / "nope.toml")

@@ -1,0 +1,116 @@
+import datetime as dt
+import subprocess
+
+import polars as pl
+import pytest
+
+from gpuledger import schema
+from gpuledger.errors import LakeError
+from gpuledger.lake import LakeWriter, conform, scan, table_files
+
+UTC = dt.timezone.utc
+
+
+def _samples(ts_list, node="n1"):
+    return pl.DataFrame({
+        "ts": [dt.datetime.fromtimestamp(t, UTC) for t in ts_list],
+        "cluster": ["c"] * len(ts_list),
+        "node": [node] * len(ts_list),
+        "gpu_uuid": [f"GPU-{i}" for i in range(len(ts_list))],
+        "util_gpu_pct": [10.0 * i for i in range(len(ts_list))],
+        "source": ["test"] * len(ts_list),
+    })
+
+
+def test_write_partitions_by_utc_date_and_node(tmp_path):
+    midnight = dt.datetime(2026, 11, 2, tzinfo=UTC).timestamp()
+    df = pl.concat([_samples([midnight - 10, midnight + 10], "n1"), _samples([midnight + 20], "n2")])
+    w = LakeWriter(tmp_path)
+    files = w.write("gpu_samples", df, "w1-1")
+    rel = sorted(str(f.relative_to(tmp_path)) for f in files)
+    assert rel == [
+        "gpu_samples/date=2026-11-01/node=n1/part-w1-1.parquet",
+        "gpu_samples/date=2026-11-02/node=n1/part-w1-1.parquet",
+        "gpu_samples/date=2026-11-02/node=n2/part-w1-1.parquet",
+    ]
+    # Partition columns live in the path only.
+    assert "node" not in pl.read_parquet(files[0]).columns and "date" not in pl.read_parquet(files[0]).columns
+    back = scan(tmp_path, "gpu_samples").collect().sort("ts")
+    assert back.schema == schema.GPU_SAMPLES.polars_schema
+    assert back["node"].to_list() == ["n1", "n1", "n2"]
+    assert back["date"].to_list() == [dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 2)]
+    assert back["util_gpu_pct"].to_list() == [0.0, 10.0, 0.0]
+    assert back["power_w"].null_count() == 3  # missing nullable columns become null, never zero
+
+
+def test_rewriting_the_same_name_is_idempotent(tmp_path):
+    w = LakeWriter(tmp_path)
+    df = _samples([1_700_000_000, 1_700_000_010])
+    w.write("gpu_samples", df, "a")
+    w.write("gpu_samples", df, "a")
+    assert scan(tmp_path, "gpu_samples").collect().height == 2
+    assert len(table_files(tmp_path, "gpu_samples")) == 1
+
+
+def test_null_node_goes_to_the_none_partition_and_reads_back_null(tmp_path):
+    jobs = pl.DataFrame({
+        "updated_at": [dt.datetime(2026, 11, 2, 5, tzinfo=UTC)], "cluster": ["c"], "job_id": ["j"],
+        "status": ["pending"], "source": ["test"], "node": [None],
+    })
+    (f,) = LakeWriter(tmp_path).write("jobs", jobs, "x")
+    assert f.parent.name == "node=_none"
+    assert scan(tmp_path, "jobs").collect()["node"].to_list() == [None]
+
+
+@pytest.mark.parametrize(
+    "frame,message",
+    [
+        (lambda d: d.with_columns(bogus=pl.lit(1)), "gpu_samples: unknown column(s) bogus"),
+        (lambda d: d.drop("gpu_uuid"), "gpu_samples: missing required column(s) gpu_uuid"),
+        (lambda d: d.with_columns(util_gpu_pct=pl.lit("high")), "gpu_samples: values do not fit the schema"),
+        (lambda d: d.with_columns(gpu_uuid=pl.lit(None, pl.String)), "null values in required column(s) gpu_uuid"),
+    ],
+)
+def test_conform_names_table_and_columns(frame, message):
+    with pytest.raises(LakeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        conform("gpu_samples", frame(_samples([1_700_000_000])))
+
+
+def test_unsafe_node_names_cannot_escape_the_lake(tmp_path):
+    with pytest.raises(LakeError, match="cannot be used in a lake path"):
+        LakeWriter(tmp_path).write("gpu_samples", _samples([1_700_000_000], node="../etc"), "x")
+
+
+def test_empty_table_scans_with_full_schema(tmp_path):
+    df = scan(tmp_path, "health_events").collect()
+    assert df.height == 0 and df.schema == schema.HEALTH_EVENTS.polars_schema
+
+
+def test_unwritable_lake_is_a_clear_error(tmp_path):
+    target = tmp_path / "file-not-dir"
+    target.write_text("x")
+    with pytest.raises(LakeError, match=f"cannot write {target}"):
+        LakeWriter(target / "lake").init()
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_full_disk_is_a_clear_error_and_leaves_no_partial_file(tiny_fs):
+    big = pl.DataFrame({
+        "ts": [dt.datetime(2026, 11, 2, tzinfo=UTC)] * 200_000,
+        "cluster": ["c"] * 200_000, "node": ["n1"] * 200_000,
+        "gpu_uuid": [f"GPU-{i:08x}-{i * 7919:012x}" for i in range(200_000)], "source": ["t"] * 200_000,
+    })
+    with pytest.raises(LakeError, match="disk full while writing"):
+        LakeWriter(tiny_fs).write("gpu_samples", big, "big")
+    leftovers = [p for p in tiny_fs.rglob("*") if p.is_file()]
+    assert leftovers == []

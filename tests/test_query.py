@@ -1,0 +1,68 @@
+import shutil
+
+import pytest
+
+from gpuledger import schema
+from gpuledger.errors import QueryError
+from gpuledger.query import Lake
+
+
+def test_every_view_exists_on_an_empty_lake(tmp_path):
+    with Lake(tmp_path) as lake:
+        for name in schema.TABLES:
+            assert lake.execute(f"SELECT count(*) FROM {name}").rows == [(0,)]
+
+
+def test_views_pick_up_data_written_after_connecting(tmp_path, small_lake):
+    root = tmp_path / "lake"
+    with Lake(root) as lake:
+        assert lake.execute("SELECT count(*) FROM gpu_samples").rows == [(0,)]
+        shutil.copytree(small_lake, root, dirs_exist_ok=True)
+        assert lake.execute("SELECT count(*) FROM gpu_samples").rows == [(3 * 4 * 1440,)]
+
+
+def test_parameters_are_passed_separately(small_lake):
+    with Lake(small_lake) as lake:
+        res = lake.execute("SELECT count(*) AS n FROM nodes WHERE node = $n", {"n": "gpu-h100-000"})
+        assert res.columns == ["n"] and res.rows == [(1,)]
+        # A value that would be SQL if pasted stays a value.
+        res = lake.execute("SELECT count(*) FROM nodes WHERE node = ?", ["x' OR '1'='1"])
+        assert res.rows == [(0,)]
+
+
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 1) TO '/tmp/x.csv'",
+    "CREATE TABLE t AS SELECT 1",
+    "SELECT 1; DROP VIEW gpu_samples",
+    "ATTACH '/tmp/other.db'",
+])
+def test_statements_that_write_are_refused(small_lake, sql):
+    with Lake(small_lake) as lake, pytest.raises(QueryError, match="only read-only queries"):
+        lake.execute(sql)
+
+
+def test_unknown_table_and_column_are_named(small_lake):
+    with Lake(small_lake) as lake:
+        with pytest.raises(QueryError, match="Table with name gpu_sample does not exist"):
+            lake.execute("SELECT * FROM gpu_sample")
+        with pytest.raises(QueryError, match='"utilization" not found'):
+            lake.execute("SELECT utilization FROM gpu_samples")
+
+
+def test_limit_marks_truncation(small_lake):
+    with Lake(small_lake) as lake:
+        res = lake.execute("SELECT * FROM gpu_samples", limit=5)
+        assert res.frame.height == 5 and res.truncated
+        res = lake.execute("SELECT * FROM nodes", limit=5)
+        assert res.frame.height == 3 and not res.truncated
+
+
+def test_time_limit_interrupts_a_long_query(tmp_path):
+    with Lake(tmp_path) as lake, pytest.raises(QueryError, match="time limit"):
+        lake.execute("SELECT count(*) FROM range(10000000000) a", timeout_s=0.2)
+
+
+def test_timestamps_are_utc(small_lake):
+    with Lake(small_lake) as lake:
+        (row,) = lake.execute("SELECT min(ts)::VARCHAR FROM gpu_samples").rows
+        assert row[0] == "2026-11-01 00:00:00+00"

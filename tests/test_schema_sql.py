@@ -1,0 +1,54 @@
+"""The schema is defined once in code (gpuledger/schema.py); sql/ mirrors it. These tests prove they agree."""
+
+import datetime as dt
+import re
+
+import polars as pl
+import pytest
+
+from gpuledger import schema
+from gpuledger.lake import LakeWriter
+from gpuledger.query import Lake, duckdb_type, sql_files
+
+DUMMY = {pl.String: "x", pl.Int64: 1, pl.Int32: 1, pl.Float64: 1.0, pl.Float32: 1.0, pl.Boolean: True}
+
+
+def one_row(name):
+    """A row with every required column set (the time column to a fixed UTC instant)."""
+    t = schema.table(name)
+    row = {}
+    for c in t.columns:
+        if c.name == "date" or c.nullable and c.name != "node":
+            continue
+        row[c.name] = [dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc) if c.dtype == schema.UTC_US
+                       else DUMMY[c.dtype.base_type()]]
+    return pl.DataFrame(row)
+
+
+def _describe(lake, name):
+    return [(r[0], r[1]) for r in lake.execute(f"DESCRIBE {name}").rows]
+
+
+@pytest.mark.parametrize("name", list(schema.TABLES))
+def test_view_columns_and_types_match_the_schema(name, tmp_path):
+    expected = [(c.name, duckdb_type(c.dtype)) for c in schema.table(name).columns]
+    with Lake(tmp_path) as empty:  # the typed empty view
+        assert _describe(empty, name) == expected
+    LakeWriter(tmp_path).write(name, one_row(name), "t")
+    with Lake(tmp_path) as lake:  # the view in sql/<name>.sql over real Parquet
+        assert lake.execute(f"SELECT count(*) FROM {name}").rows == [(1,)]
+        assert _describe(lake, name) == expected
+
+
+@pytest.mark.parametrize("name", list(schema.TABLES))
+def test_sql_file_documents_every_column(name):
+    text = sql_files()[name]
+    for c in schema.table(name).columns:
+        assert re.search(rf"--\s*{re.escape(duckdb_type(c.dtype))}: {re.escape(c.doc)}", text), c.name
+
+
+def test_every_table_has_cluster_and_a_utc_time_column():
+    for t in schema.TABLES.values():
+        assert "cluster" in t.column_names
+        assert t.polars_schema[t.time_column] == schema.UTC_US
+        assert t.column_names[-1] == "date" and "node" in t.column_names

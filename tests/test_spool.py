@@ -1,0 +1,120 @@
+import datetime as dt
+import os
+
+import polars as pl
+import pytest
+
+from gpuledger.errors import SpoolError
+from gpuledger.lake import LakeWriter, scan
+from gpuledger.spool import HEADER, Spool, read_segment
+
+T0 = int(dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
+
+
+def batch(i, gpus=8):
+    return {
+        "ts": [T0 + i * 1_000_000] * gpus, "cluster": ["c"] * gpus, "node": ["n1"] * gpus,
+        "gpu_uuid": [f"GPU-{g}" for g in range(gpus)], "util_gpu_pct": [float(i)] * gpus,
+        "mem_used_bytes": [2**40 + g for g in range(gpus)], "source": ["test"] * gpus,
+    }
+
+
+def open_spool(tmp_path):
+    sp = Spool(tmp_path / "spool", "w1")
+    sp.open()
+    return sp
+
+
+def test_append_flush_round_trip_keeps_every_value(tmp_path):
+    sp = open_spool(tmp_path)
+    lake = LakeWriter(tmp_path / "lake")
+    for i in range(3):
+        sp.append("gpu_samples", batch(i))
+    assert sp.flush(lake) == 24
+    df = scan(tmp_path / "lake", "gpu_samples").collect().sort("ts", "gpu_uuid")
+    assert df.height == 24
+    assert df["util_gpu_pct"].unique().sort().to_list() == [0.0, 1.0, 2.0]
+    assert df["mem_used_bytes"].max() == 2**40 + 7  # int64 survives JSON exactly
+    assert df["ts"].min() == dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+    assert list((tmp_path / "spool").glob("seg-*.wal")) == [sp._current]  # flushed segments are deleted
+
+
+def test_leftover_segments_are_replayed_on_start(tmp_path):
+    sp = open_spool(tmp_path)
+    sp.append("gpu_samples", batch(0))
+    sp.close()  # the process dies here: nothing was flushed
+    sp2 = open_spool(tmp_path)
+    assert sp2.replay(LakeWriter(tmp_path / "lake")) == 8
+    assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8
+
+
+def test_crash_between_parquet_write_and_segment_delete_does_not_duplicate(tmp_path):
+    sp = open_spool(tmp_path)
+    lake = LakeWriter(tmp_path / "lake")
+    sp.append("gpu_samples", batch(0))
+    seg = sp._current
+    kept = seg.read_bytes()
+    sp.flush(lake)
+    seg.write_bytes(kept)  # as if the unlink never happened
+    sp2 = open_spool(tmp_path)
+    sp2.replay(lake)
+    assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8
+
+
+def test_torn_tail_is_dropped_and_everything_before_it_kept(tmp_path):
+    sp = open_spool(tmp_path)
+    for i in range(3):
+        sp.append("gpu_samples", batch(i))
+    seg = sp._current
+    sp.close()
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-7])  # the last record lost its end (power loss mid-write)
+    got = read_segment(seg)
+    assert len(got.records) == 2 and got.torn_tail_bytes > 0 and got.corrupt_at is None
+    sp2 = open_spool(tmp_path)
+    assert sp2.replay(LakeWriter(tmp_path / "lake")) == 16
+    assert sp2.corrupt_reports == []
+
+
+def test_corrupt_segment_is_kept_aside_reported_and_its_valid_prefix_written(tmp_path):
+    sp = open_spool(tmp_path)
+    for i in range(3):
+        sp.append("gpu_samples", batch(i))
+    seg = sp._current
+    sp.close()
+    data = bytearray(seg.read_bytes())
+    (length, _) = HEADER.unpack_from(data, 0)
+    second = HEADER.size + length
+    data[second + HEADER.size + 5] ^= 0xFF  # flip a byte inside the second record's payload
+    seg.write_bytes(bytes(data))
+    sp2 = open_spool(tmp_path)
+    rows = sp2.replay(LakeWriter(tmp_path / "lake"))
+    assert rows == 8  # the first record
+    assert (tmp_path / "spool" / "corrupt" / seg.name).exists()
+    assert not seg.exists()
+    (report,) = sp2.corrupt_reports
+    assert seg.name in report and f"corrupt at byte {second}" in report
+
+
+def test_segment_names_keep_increasing_even_if_the_clock_steps_back(tmp_path, monkeypatch):
+    sp = open_spool(tmp_path)
+    first = sp._current.name
+    sp.close()
+    import gpuledger.spool as spool_mod
+
+    monkeypatch.setattr(spool_mod.time, "time_ns", lambda: 5)
+    sp2 = open_spool(tmp_path)
+    assert sp2._current.name > first
+
+
+def test_append_before_open_is_an_error(tmp_path):
+    with pytest.raises(SpoolError, match="not open"):
+        Spool(tmp_path, "w").append("gpu_samples", batch(0))
+
+
+def test_spool_segment_is_durable_bytes_on_disk(tmp_path):
+    sp = open_spool(tmp_path)
+    sp.append("gpu_samples", batch(0))
+    # Another reader (a restarted process) sees the full record without any close or flush.
+    assert len(read_segment(sp._current).records) == 1
+    assert os.path.getsize(sp._current) > HEADER.size
