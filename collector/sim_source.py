@@ -36,6 +36,7 @@ class SimSource:
             st = sim_state.SimState(sim.seed, now_s - WARMUP_S, sim.nodes, sim.gpus_per_node, sim.models, sim.load,
                                     now_s)
             log.info("sim: no simulated history in the lake; starting a fresh fleet (seed %d)", st.seed)
+            sim_state.save(self.lake, cfg.cluster, st)  # fix the epoch now, so a restart continues this fleet
         else:
             log.info("sim: continuing the simulated fleet from %s", st.written_until_s)
         self.state = st

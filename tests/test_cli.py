@@ -1,0 +1,103 @@
+import json
+import re
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from gpuledger import __version__
+from gpuledger.cli import main
+
+
+def test_version(cli):
+    r = cli("--version")
+    assert r.exit_code == 0 and __version__ in r.output
+
+
+@pytest.mark.parametrize("cmd", [[], ["up"], ["simulate"], ["collect"], ["sql"], ["compact"]])
+def test_help_on_everything(cli, cmd):
+    r = cli(*cmd, "--help")
+    assert r.exit_code == 0 and "Usage:" in r.output
+    if cmd:
+        assert "--lake" in r.output and "--config" in r.output
+
+
+def test_unknown_option_is_a_usage_error(cli):
+    r = CliRunner().invoke(main, ["simulate", "--nodez", "3"])
+    assert r.exit_code == 2 and "No such option '--nodez'" in r.output
+
+
+def test_simulate_writes_the_lake_and_sql_reads_it(cli, tmp_path):
+    lake = tmp_path / "lake"
+    r = cli("simulate", "--lake", lake, "--nodes", 2, "--gpus-per-node", 2, "--days", 0.25, "--step-s", 60,
+            "--seed", 3, "--models", "L4,T4", "--end", "2026-11-02T00:00:00Z", "--workers", 1)
+    assert r.exit_code == 0, r.output
+    # 2 nodes x 2 GPUs x 6 h / 60 s
+    assert "wrote 1,440 GPU samples" in r.output
+    r = cli("sql", "--lake", lake, "--format", "json",
+            "SELECT model, count(*) AS n FROM gpu_samples GROUP BY model ORDER BY model")
+    assert json.loads(r.output) == [{"model": "NVIDIA L4", "n": 720}, {"model": "Tesla T4", "n": 720}]
+    r = cli("sql", "--lake", lake, "--format", "csv", "--param", "m=Tesla T4",
+            "SELECT count(*) AS n FROM gpu_samples WHERE model = $m")
+    assert r.output.splitlines() == ["n", "720"]
+    out = tmp_path / "nodes.parquet"
+    r = cli("sql", "--lake", lake, "--format", "parquet", "--out", out, "SELECT * FROM nodes")
+    assert r.exit_code == 0 and pl.read_parquet(out).height == 2
+    r = cli("sql", "--lake", lake, "--limit", 3, "SELECT * FROM gpu_samples")
+    assert "first 3 rows" in r.output
+
+
+def test_env_var_names_the_lake(cli, tmp_path, monkeypatch, small_lake):
+    monkeypatch.setenv("GPULEDGER_LAKE", str(small_lake))
+    r = cli("sql", "--format", "csv", "SELECT count(*) AS n FROM nodes")
+    assert r.output.splitlines() == ["n", "3"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["sql", "SELECT * FROM gpu_sample"], "Error: query error: Catalog Error: Table with name gpu_sample does not exist"),
+    (["sql", "COPY (SELECT 1) TO 'x.csv'"], "Error: query error: only read-only queries are allowed"),
+    (["sql", "--format", "parquet", "SELECT 1"], "Error: usage error: --format parquet writes binary data"),
+    (["sql", "--param", "oops", "SELECT 1"], "Error: usage error: --param 'oops': expected NAME=VALUE"),
+    (["simulate", "--models", "H100,V100"], "Error: usage error: --models: unknown model(s) V100"),
+    (["simulate", "--end", "yesterday"], "Error: usage error: --end 'yesterday' is not an ISO-8601 time"),
+    (["collect", "--source", "dcgm", "--once"], "Error: source error: source 'dcgm' is not available"),
+])
+def test_user_mistakes_get_one_line_and_exit_1(tmp_path, args, message):
+    r = CliRunner().invoke(main, [*args, "--lake", str(tmp_path / "lake")])
+    assert r.exit_code == 1, r.output
+    assert message in r.output
+    assert "Traceback" not in r.output
+
+
+def test_bad_config_is_reported_with_file_and_key(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[collector]\ninterval_s = -1\n")
+    r = CliRunner().invoke(main, ["sql", "--config", str(cfg), "SELECT 1"])
+    assert r.exit_code == 1
+    assert re.search(rf"bad config: 1 problem\(s\) in {re.escape(str(cfg))}", r.output)
+    assert f"{cfg}: collector.interval_s: must be > 0, got -1" in r.output
+
+
+def test_unwritable_lake_is_reported(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = CliRunner().invoke(main, ["simulate", "--lake", str(blocker / "lake"), "--nodes", "1", "--days", "0.01"])
+    assert r.exit_code == 1 and "Error: lake error: cannot write" in r.output
+
+
+def test_collect_once_writes_live_rows(cli, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[collector]\nnode = "n0"\n[simulator]\nnodes = 2\ngpus_per_node = 2\n')
+    r = cli("collect", "--source", "sim", "--once", "--lake", tmp_path / "lake", "--config", cfg)
+    assert r.exit_code == 0, r.output
+    r = cli("sql", "--lake", tmp_path / "lake", "--format", "csv",
+            "SELECT count(*) AS samples, count(DISTINCT node) AS nodes FROM gpu_samples")
+    assert r.output.splitlines() == ["samples,nodes", "4,2"]
+
+
+def test_compact_command(cli, tmp_path):
+    lake = tmp_path / "lake"
+    cli("simulate", "--lake", lake, "--nodes", 1, "--gpus-per-node", 1, "--days", 0.1, "--step-s", 60,
+        "--end", "2026-11-02T00:00:00Z", "--workers", 1)
+    r = cli("compact", "--lake", lake)
+    assert r.exit_code == 0 and "compacted" in r.output
