@@ -42,7 +42,7 @@ class SimSource:
         self.state = st
         self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
         self.fleet.advance(st.written_until_s)  # replay the history silently: the lake has those rows
-        self.last_s = st.written_until_s
+        self.last_s = st.written_until_s - 0.001  # the last instant already written (ms resolution)
         self.started_s = now_s
         self.energy = {n.index: np.zeros(n.gpu_count) for n in self.fleet.nodes}
         self.last_process_s = -1.0
@@ -88,7 +88,7 @@ class SimSource:
         """Record in the lake how far the live fleet has written (called after a flush)."""
         sim_state.save(self.lake, self.cfg.cluster, sim_state.SimState(
             self.state.seed, self.state.epoch_s, self.state.nodes, self.state.gpus_per_node, self.state.models,
-            self.state.load, float(self.last_s)))
+            self.state.load, self.last_s + 0.001))
 
     def close(self) -> None:
         pass

@@ -236,10 +236,8 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         col.schedule(sch, iv, cfg.collector.flush_interval_s)
         sch.add_job(lambda: compact(ctx.lake, grace_days=2), "interval", hours=1, id="compact",
                     coalesce=True, max_instances=1)
-        try:
-            from analytics import schedule as analytics_schedule
-        except ImportError:  # pragma: no cover - analytics ships with gpuledger; this guards partial installs
-            return
+        from analytics.runner import schedule as analytics_schedule
+
         analytics_schedule(sch, cfg, ctx.lake)
 
     stop = _stop_event()
@@ -316,6 +314,19 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
             click.echo(text.rstrip("\n"))
     if out:
         click.echo(f"wrote {df.height} row(s) to {out}", err=True)
+
+
+# -- analyze -------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--from", "from_", default=None, help="Recompute from this UTC time (ISO-8601) [the watermark].")
+@click.option("--to", default=None, help="Up to this UTC time (ISO-8601) [now].")
+@common
+def analyze(ctx: Ctx, from_, to) -> None:
+    """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
+    from analytics.runner import run
+
+    for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from")):
+        click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s)")
 
 
 # -- compact --------------------------------------------------------------------------------------------

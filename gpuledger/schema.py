@@ -211,9 +211,32 @@ ADMISSION_DECISIONS = Table(
     ),
 )
 
-TABLES: dict[str, Table] = {
-    t.name: t for t in (GPU_SAMPLES, GPU_PROCESSES, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
-}
+# Derived tables (written by analytics/, never by collectors).
+GPU_HOURLY = Table(
+    "gpu_hourly",
+    "one GPU (or MIG instance) per UTC hour",
+    "hour",
+    (
+        _c("hour", UTC_US, "start of the UTC hour", False),
+        _CLUSTER,
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU (or MIG instance) UUID", False),
+        _c("model", pl.String, "GPU product name"),
+        _c("samples", pl.Int64, "samples in the hour", False),
+        _c("allocated_ratio", pl.Float64, "fraction of samples with a pod on the GPU"),
+        _c("busy_ratio", pl.Float64, "fraction of samples with util_gpu_pct > 0"),
+        _c("util_gpu_pct_mean", pl.Float64, "mean utilization"),
+        _c("sm_active_ratio_mean", pl.Float64, "mean SM activity (null where the source lacks it)"),
+        _c("mem_used_bytes_max", pl.Int64, "peak memory used"),
+        _c("power_w_mean", pl.Float64, "mean power draw"),
+        _c("energy_wh", pl.Float64, "power_w_mean x hours covered by samples"),
+        _DATE,
+    ),
+)
+
+RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
+DERIVED_TABLES = (GPU_HOURLY,)
+TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
 
 def table(name: str) -> Table:

@@ -66,7 +66,7 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
         t1 = min(task.end_s, (day + 1) * 86400)
         if t0 >= t1:
             continue
-        t0 = t0 + (-t0) % task.step_s  # keep sample times on the step grid
+        t0 = math.ceil(t0 / task.step_s) * task.step_s  # keep sample times on the step grid
         allocs = [a for a in task.allocs if a.end_s > t0 and a.start_s < t1]
         w = node_window(node, allocs, t0, t1, task.step_s, task.seed, task.cluster, task.process_every_s, energy)
         energy = w.energy_end_j
@@ -107,7 +107,11 @@ def node_row(node: NodeInfo, cluster: str, first_s: float, last_s: float) -> pl.
 def job_rows_in_window(rows: list[dict], start_s: float) -> list[dict]:
     """All rows of every job that is visible in the window (any state observed at or after its start)."""
     start_us = start_s * 1e6
-    visible = {r["job_id"] for r in rows if r["updated_at"] >= start_us or r["finished_at"] is None}
+    latest: dict[str, dict] = {}
+    for r in rows:  # rows come in time order
+        latest[r["job_id"]] = r
+    visible = {r["job_id"] for r in rows if r["updated_at"] >= start_us}
+    visible |= {j for j, r in latest.items() if r["status"] in ("pending", "running")}
     return [r for r in rows if r["job_id"] in visible]
 
 
@@ -122,11 +126,15 @@ def backfill(
     day before `start`.
     """
     load = cfg.simulator.load if load is None else load
-    start = int(start_s) - int(start_s) % step_s
-    end = int(end_s)
+    # Samples sit on the step grid, at or after `start_s` (which is exclusive of anything written before).
+    start = math.ceil(start_s / step_s) * step_s
+    end = math.ceil(end_s)
     epoch = start - WARMUP_S if epoch_s is None else epoch_s
     fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load)
-    rows = job_rows_in_window(fleet.advance(end), start)
+    if epoch_s is None:  # a new fleet: bring the history of every job visible in the window
+        rows = job_rows_in_window(fleet.advance(end), start)
+    else:  # continuing: earlier rows are in the lake already
+        rows = [r for r in fleet.advance(end) if r["updated_at"] >= start_s * 1e6]
     writer = LakeWriter(lake)
     writer.init()
     name = f"sim{seed}"

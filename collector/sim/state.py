@@ -18,7 +18,7 @@ class SimState:
     gpus_per_node: int
     models: tuple[str, ...]
     load: float
-    written_until_s: float  # rows up to here are in the lake
+    written_until_s: float  # every row before this instant is in the lake (exclusive bound)
 
 
 def path(lake: Path, cluster: str) -> Path:

@@ -153,3 +153,19 @@ def test_health_event_rates_match_their_probabilities():
         mean = gpu_days * p
         assert abs(count - mean) < 4 * np.sqrt(mean), (count, mean)
     assert all(0 <= e["ts"] < days * 86400 * 1e6 for e in events)
+
+
+def test_window_keeps_jobs_running_at_its_start_and_drops_finished_ones():
+    from collector.sim.backfill import job_rows_in_window
+
+    def row(job, t, status):
+        return {"job_id": job, "updated_at": t * 1_000_000, "status": status,
+                "finished_at": t * 1_000_000 if status == "succeeded" else None}
+
+    rows = [row("done", 10, "running"), row("done", 20, "succeeded"),
+            row("spans", 15, "running"), row("spans", 120, "failed"),
+            row("still", 30, "pending"), row("new", 150, "running")]
+    rows.sort(key=lambda r: r["updated_at"])  # the fleet emits rows in time order
+    kept = job_rows_in_window(rows, 100)
+    assert [(r["job_id"], r["status"]) for r in kept] == [
+        ("spans", "running"), ("still", "pending"), ("spans", "failed"), ("new", "running")]

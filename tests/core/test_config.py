@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from gpuledger import config
+from conftest import REPO
 from gpuledger.errors import ConfigError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "config"
+FIXTURES = REPO / "tests" / "fixtures" / "config"
 
 
 def test_defaults_describe_a_usable_fleet():
@@ -33,7 +34,7 @@ def test_good_config_is_parsed_into_typed_values():
 
 
 def test_readme_example_config_is_valid():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
     import tomllib
 

@@ -1,0 +1,62 @@
+import datetime as dt
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from analytics.gpu_hourly import gpu_hourly
+from analytics.runner import run, watermark
+from gpuledger.lake import LakeWriter, scan, table_files
+
+from conftest import END, make_lake
+
+UTC = dt.timezone.utc
+
+
+def at(h, m=0, s=0):
+    return dt.datetime(2026, 11, 2, h, m, s, tzinfo=UTC)
+
+
+def test_gpu_hourly_by_hand():
+    samples = pl.LazyFrame({
+        "ts": [at(10), at(10, 0, 30), at(10, 1), at(11, 5)],
+        "cluster": ["c"] * 4, "node": ["n"] * 4, "gpu_uuid": ["GPU-a"] * 4, "model": ["NVIDIA L4"] * 4,
+        "pod": [None, "p", "p", None],
+        "util_gpu_pct": [0.0, 50.0, 100.0, 0.0],
+        "sm_active_ratio": [None, None, None, None],
+        "mem_used_bytes": [0, 2**30, 2**31, 0],
+        "power_w": [100.0, 200.0, 300.0, 16.0],
+    }, schema_overrides={"sm_active_ratio": pl.Float32, "power_w": pl.Float32, "util_gpu_pct": pl.Float32})
+    got = gpu_hourly(samples).collect()
+    assert got["hour"].to_list() == [at(10), at(11)]
+    row = got.row(0, named=True)
+    assert row["samples"] == 3
+    assert row["allocated_ratio"] == pytest.approx(2 / 3)  # 2 of 3 samples had a pod
+    assert row["busy_ratio"] == pytest.approx(2 / 3)
+    assert row["util_gpu_pct_mean"] == pytest.approx(50.0)  # (0 + 50 + 100) / 3
+    assert row["sm_active_ratio_mean"] is None  # no source gave it: null, never zero
+    assert row["mem_used_bytes_max"] == 2**31
+    # 3 samples 30 s apart cover 90 s: 200 W x 90 s / 3600 = 5 Wh.
+    assert row["energy_wh"] == pytest.approx(5.0)
+    assert got.row(1, named=True)["energy_wh"] is None  # one sample: coverage unknown
+    assert got["date"].to_list() == [dt.date(2026, 11, 2)] * 2
+
+
+def test_run_is_incremental_and_idempotent(tmp_path):
+    lake = tmp_path / "lake"
+    make_lake(lake, nodes=2, gpus=2, days=1.0, step_s=60)
+    first = run(lake, until_s=END)
+    assert first[0].rows == 2 * 2 * 24 and watermark(lake, "gpu_hourly") == END
+    before = scan(lake, "gpu_hourly").collect().sort("node", "gpu_uuid", "hour")
+    files = {f: f.stat().st_mtime_ns for f in table_files(lake, "gpu_hourly")}
+    # Running again over the same window writes identical rows (and no extra files).
+    run(lake, until_s=END, from_s=END - 86400)
+    after = scan(lake, "gpu_hourly").collect().sort("node", "gpu_uuid", "hour")
+    assert_frame_equal(before, after)
+    assert set(table_files(lake, "gpu_hourly")) == set(files)
+    # Samples totals agree with the raw table.
+    assert after["samples"].sum() == scan(lake, "gpu_samples").collect().height
+
+
+def test_nothing_to_do_on_an_empty_lake(tmp_path):
+    assert run(tmp_path, until_s=END) == []
