@@ -1,0 +1,56 @@
+"""The README is the contract with a new user: two quick-start lines, and CI runs the second verbatim."""
+
+import re
+
+from click.testing import CliRunner
+
+from conftest import REPO
+from gpuledger.cli import main
+
+README = (REPO / "README.md").read_text()
+
+
+def _quick_start_lines():
+    section = README.split("## Quick start", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_quick_start_has_exactly_two_lines():
+    lines = _quick_start_lines()
+    assert len(lines) == 2
+    assert lines[0].endswith("gpuledger up")
+    assert "pytest" in lines[1]
+
+
+def test_ci_runs_the_readme_test_line_verbatim():
+    ci = (REPO / ".ci" / "run").read_text()
+    test_line = _quick_start_lines()[1]
+    assert test_line in ci.splitlines()
+
+
+def test_every_command_is_documented():
+    for name in main.commands:
+        assert f"gpuledger {name}" in README, name
+
+
+def test_every_config_key_is_documented():
+    from gpuledger import config
+
+    for cls, prefix in ((config.CollectorConfig, "collector."), (config.SimConfig, "")):
+        for field in cls.__dataclass_fields__:
+            assert field in README, prefix + field
+    for key in ("cluster", "lake.path", "usd_per_gpu_hour", "effective_from", "usd_per_month", "namespaces"):
+        assert key in README, key
+
+
+def test_every_table_is_documented():
+    from gpuledger import schema
+
+    for name in schema.TABLES:
+        assert f"`{name}`" in README, name
+
+
+def test_help_text_of_the_group_mentions_the_two_entry_points():
+    r = CliRunner().invoke(main, ["--help"])
+    assert "gpuledger up" in r.output and "gpuledger sql" in r.output
