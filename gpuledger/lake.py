@@ -76,6 +76,30 @@ def conform(table_name: str, df: pl.DataFrame, file_only: bool = False) -> pl.Da
     return out
 
 
+def frame_from_columns(table_name: str, columns: dict[str, list]) -> pl.DataFrame:
+    """Build a typed frame from plain Python columns (timestamps as integer microseconds since the epoch, UTC).
+
+    Types come from the schema, never inferred from the values: a column whose first rows are null keeps its
+    type.
+    """
+    types = schema.table(table_name).polars_schema
+    series = []
+    for name, values in columns.items():
+        if name not in types:
+            raise LakeError(f"{table_name}: unknown column {name!r}")
+        dtype = types[name]
+        if dtype == schema.UTC_US:
+            series.append(pl.Series(name, values, pl.Int64).cast(schema.UTC_US))
+        else:
+            series.append(pl.Series(name, values, dtype, strict=False))
+    return pl.DataFrame(series)
+
+
+def frame_from_rows(table_name: str, rows: list[dict]) -> pl.DataFrame:
+    cols: dict[str, list] = {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
+    return frame_from_columns(table_name, cols)
+
+
 class LakeWriter:
     """Writes conformed frames into partitions, one atomic file per (partition, name)."""
 

@@ -33,10 +33,9 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger import schema
 from gpuledger.atomic import ensure_dir, fsync_dir, write_bytes_atomic
 from gpuledger.errors import LakeError, SpoolError
-from gpuledger.lake import LakeWriter, check_name
+from gpuledger.lake import LakeWriter, check_name, frame_from_columns
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,6 @@ def records_to_frames(records: list[tuple[str, dict]]) -> dict[str, pl.DataFrame
         by_table[table_name].append(cols)
     frames = {}
     for table_name, batches in by_table.items():
-        t = schema.table(table_name)
         merged: dict[str, list] = defaultdict(list)
         n = 0
         for cols in batches:
@@ -97,15 +95,7 @@ def records_to_frames(records: list[tuple[str, dict]]) -> dict[str, pl.DataFrame
             for name in merged:
                 merged[name].extend(cols.get(name, [None] * rows))
             n += rows
-        file_types = t.polars_schema
-        series = []
-        for name, values in merged.items():
-            dtype = file_types[name]
-            if dtype == schema.UTC_US:
-                series.append(pl.Series(name, values, pl.Int64).cast(schema.UTC_US))
-            else:
-                series.append(pl.Series(name, values, dtype, strict=False))
-        frames[table_name] = pl.DataFrame(series)
+        frames[table_name] = frame_from_columns(table_name, merged)
     return frames
 
 

@@ -22,7 +22,7 @@ from collector.sim import state as sim_state
 from collector.sim.fleet import Allocation, Fleet, NodeInfo
 from collector.sim.telemetry import health_events, node_window
 from gpuledger.config import Config
-from gpuledger.lake import LakeWriter, Partition
+from gpuledger.lake import LakeWriter, Partition, frame_from_rows
 
 WARMUP_S = 86400  # the fleet starts empty; a day of warm-up reaches steady queues before the first sample
 LABEL_KEYS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "gpuledger.io/simulated")
@@ -83,8 +83,7 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
             files += 1
         ev = health_events(node, t0, t1, task.seed, task.cluster)
         if ev:
-            files += len(writer.write("health_events", pl.DataFrame(ev).with_columns(
-                pl.col("ts").cast(pl.Datetime("us", "UTC"))), f"{task.name}-{t0}-{t1}"))
+            files += len(writer.write("health_events", frame_from_rows("health_events", ev), f"{task.name}-{t0}-{t1}"))
             events += len(ev)
         files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), f"{task.name}-{t0}-{t1}"))
     return samples, procs, events, files
@@ -140,10 +139,7 @@ def backfill(
     name = f"sim{seed}"
     report = BackfillReport(nodes=len(fleet.nodes), gpus=sum(n.gpu_count for n in fleet.nodes))
     if rows:
-        jobs = pl.DataFrame(rows, schema_overrides={"gpu_uuids": pl.List(pl.String)})
-        jobs = jobs.with_columns(
-            pl.col("updated_at", "submitted_at", "scheduled_at", "started_at", "finished_at").cast(pl.Datetime("us", "UTC"))
-        ).filter(pl.col("updated_at") < pl.lit(end * 1_000_000).cast(pl.Datetime("us", "UTC")))
+        jobs = frame_from_rows("jobs", [r for r in rows if r["updated_at"] < end * 1_000_000])
         report.files += len(writer.write("jobs", jobs, f"{name}-{start}-{end}"))
         report.job_rows = jobs.height
         report.jobs = jobs["job_id"].n_unique()

@@ -114,3 +114,21 @@ def test_full_disk_is_a_clear_error_and_leaves_no_partial_file(tiny_fs):
         LakeWriter(tiny_fs).write("gpu_samples", big, "big")
     leftovers = [p for p in tiny_fs.rglob("*") if p.is_file()]
     assert leftovers == []
+
+
+def test_frames_from_rows_take_types_from_the_schema_not_the_first_rows():
+    from gpuledger.lake import frame_from_rows
+
+    rows = [{"updated_at": i, "cluster": "c", "job_id": str(i), "status": "running", "source": "t",
+             "finished_at": None, "gpus": None} for i in range(500)]
+    rows.append({**rows[0], "finished_at": 1_795_392_208_566_644, "gpus": 0.25})
+    df = frame_from_rows("jobs", rows)
+    assert df.schema["finished_at"] == schema.UTC_US and df.schema["gpus"] == pl.Float64
+    assert df["finished_at"][-1] == dt.datetime(2026, 11, 23, 0, 3, 28, 566644, tzinfo=UTC)
+
+
+def test_frame_from_columns_refuses_unknown_columns():
+    from gpuledger.lake import frame_from_columns
+
+    with pytest.raises(LakeError, match="jobs: unknown column 'colour'"):
+        frame_from_columns("jobs", {"colour": ["red"]})

@@ -1,0 +1,54 @@
+"""Peak resident memory of a process and all its descendants, sampled from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def tree_rss_bytes(pid: int) -> int:
+    kids = _children()
+    total, stack = 0, [pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while stack:
+        p = stack.pop()
+        try:
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            pass
+        stack.extend(kids.get(p, []))
+    return total
+
+
+class PeakRss:
+    """Samples the tree's RSS every `every_s` seconds in a thread until stopped."""
+
+    def __init__(self, pid: int, every_s: float = 0.1):
+        self.pid, self.every_s, self.peak = pid, every_s, 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.peak = max(self.peak, tree_rss_bytes(self.pid))
+
+    def __enter__(self) -> "PeakRss":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._t.join()
