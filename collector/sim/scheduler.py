@@ -22,10 +22,20 @@ class Node:
     name: str
     model_key: str
     free_milli: list[int]  # per GPU, 1000 = free
+    whole_free: int = -1  # GPUs with nothing on them; kept in step with free_milli (hot in the event loop)
 
-    @property
-    def whole_free(self) -> int:
-        return sum(1 for f in self.free_milli if f == 1000)
+    def __post_init__(self) -> None:
+        self.whole_free = sum(1 for f in self.free_milli if f == 1000)
+
+    def take(self, g: int, milli: int) -> None:
+        if self.free_milli[g] == 1000:
+            self.whole_free -= 1
+        self.free_milli[g] -= milli
+
+    def give(self, g: int, milli: int) -> None:
+        self.free_milli[g] += milli
+        if self.free_milli[g] == 1000:
+            self.whole_free += 1
 
 
 @dataclass
@@ -52,7 +62,7 @@ class Scheduler:
     def release(self, p: Placement) -> None:
         node = self.nodes[p.node]
         for g in p.gpus:
-            node.free_milli[g] += p.milli
+            node.give(g, p.milli)
 
     def _place(self, job: JobSpec) -> Placement | None:
         nodes = self.by_model[job.model_key]
@@ -70,7 +80,7 @@ class Scheduler:
             n = best[1]
             gpus = tuple(i for i, f in enumerate(n.free_milli) if f == 1000)[:k]
             for g in gpus:
-                n.free_milli[g] = 0
+                n.take(g, 1000)
             return Placement(n.index, gpus, 1000)
         m = job.milli
         best = None  # (free after placing, node, gpu): prefer the fullest shared GPU that fits
@@ -81,7 +91,7 @@ class Scheduler:
         if best is None:
             return None
         _, n, g = best
-        n.free_milli[g] -= m
+        n.take(g, m)
         return Placement(n.index, (g,), m)
 
     def schedule(self, model_key: str) -> list[tuple[JobSpec, Placement]]:
@@ -98,7 +108,7 @@ class Scheduler:
             p = self._place(job)
             if p is None:
                 keep.append(job)
-                if not any(f > 0 for n in self.by_model[model_key] for f in n.free_milli):
+                if not any(n.whole_free or any(n.free_milli) for n in self.by_model[model_key]):
                     break  # nothing free at all: no point looking further
             else:
                 placed.append((job, p))
