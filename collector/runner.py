@@ -6,6 +6,7 @@ max_instances=1 a slow scrape never piles up runs.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from collector.source import Batch, Source
-from gpuledger.errors import SourceError
+from gpuledger.errors import GpuledgerError, SourceError
 from gpuledger.lake import LakeWriter
 from gpuledger.spool import Spool
 
@@ -64,6 +65,22 @@ class Collector:
                 self._append(self._event(now, "scrape_error", f"{src.name}: {e}", src.name))
         self.scrapes += 1
 
+    def scrape_logged(self) -> None:
+        """The scheduled scrape: a spool that cannot be written (full disk) is reported in one line, and the
+        next scrape tries again; the batch that failed was never acknowledged."""
+        try:
+            self.scrape()
+        except GpuledgerError as e:
+            self.errors += 1
+            log.error("scrape not recorded: %s", e)
+
+    def flush_logged(self) -> None:
+        try:
+            self.flush()
+        except GpuledgerError as e:
+            self.errors += 1
+            log.error("flush failed, the spool keeps the data for the next one: %s", e)
+
     def _event(self, now: float, kind: str, detail: str, source: str) -> Batch:
         return Batch("health_events", {
             "ts": [int(now * 1_000_000)], "cluster": [self.cluster], "node": [self.node], "gpu_uuid": [None],
@@ -94,13 +111,12 @@ class Collector:
 
     def schedule(self, scheduler: BackgroundScheduler, interval_s: float, flush_interval_s: float) -> None:
         opts = dict(coalesce=True, max_instances=1, misfire_grace_time=None)
-        scheduler.add_job(self.scrape, "interval", seconds=interval_s, id="scrape", next_run_time=_now(), **opts)
-        scheduler.add_job(self.flush, "interval", seconds=flush_interval_s, id="flush", **opts)
+        scheduler.add_job(self.scrape_logged, "interval", seconds=interval_s, id="scrape", next_run_time=_now(),
+                          **opts)
+        scheduler.add_job(self.flush_logged, "interval", seconds=flush_interval_s, id="flush", **opts)
 
 
-def _now():
-    import datetime as dt
-
+def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 

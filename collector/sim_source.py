@@ -38,7 +38,13 @@ class SimSource:
             log.info("sim: no simulated history in the lake; starting a fresh fleet (seed %d)", st.seed)
             sim_state.save(self.lake, cfg.cluster, st)  # fix the epoch now, so a restart continues this fleet
         else:
-            log.info("sim: continuing the simulated fleet from %s", st.written_until_s)
+            log.info("sim: continuing the simulated fleet in the lake (seed %d, %d nodes)", st.seed, st.nodes)
+            asked = (sim.seed, sim.nodes, sim.gpus_per_node, tuple(sim.models))
+            if asked != (st.seed, st.nodes, st.gpus_per_node, tuple(st.models)):
+                log.warning(
+                    "sim: the config asks for a different fleet (seed %d, %d x %d GPUs, %s) than the one in the "
+                    "lake; continuing the lake's. Delete %s to start a new one.", sim.seed, sim.nodes,
+                    sim.gpus_per_node, ",".join(sim.models), sim_state.path(self.lake, cfg.cluster))
         self.state = st
         self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
         self.fleet.advance(st.written_until_s)  # replay the history silently: the lake has those rows

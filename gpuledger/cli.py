@@ -33,6 +33,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except GpuledgerError as e:
             raise click.ClickException(f"{e.title}: {e}") from None
+        except KeyboardInterrupt:
+            # Every file already written is complete (atomic writes); re-running the command is safe.
+            click.echo("\ninterrupted; files written so far are complete, and re-running is safe", err=True)
+            ctx.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -89,6 +90,11 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
     return samples, procs, events, files
 
 
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which cancels the pool and reports once (no traceback per worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def node_row(node: NodeInfo, cluster: str, first_s: float, last_s: float) -> pl.DataFrame:
     labels = [
         {"key": LABEL_KEYS[0], "value": node.spec.k8s_product},
@@ -158,7 +164,7 @@ def backfill(
                 progress(1)
     else:
         # spawn, not fork: forking a process that already runs polars' thread pool can deadlock.
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_ignore_sigint) as pool:
             for r in pool.map(_run_node, tasks, chunksize=1):
                 results.append(r)
                 if progress:

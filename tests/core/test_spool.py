@@ -76,7 +76,7 @@ def test_torn_tail_is_dropped_and_everything_before_it_kept(tmp_path):
     assert sp2.corrupt_reports == []
 
 
-def test_corrupt_segment_is_kept_aside_reported_and_its_valid_prefix_written(tmp_path):
+def test_corrupt_segment_is_kept_aside_reported_and_every_valid_record_written(tmp_path):
     sp = open_spool(tmp_path)
     for i in range(3):
         sp.append("gpu_samples", batch(i))
@@ -89,11 +89,26 @@ def test_corrupt_segment_is_kept_aside_reported_and_its_valid_prefix_written(tmp
     seg.write_bytes(bytes(data))
     sp2 = open_spool(tmp_path)
     rows = sp2.replay(LakeWriter(tmp_path / "lake"))
-    assert rows == 8  # the first record
+    assert rows == 16  # the first and the third record; the second is damaged
+    utils = scan(tmp_path / "lake", "gpu_samples").collect()["util_gpu_pct"].unique().sort().to_list()
+    assert utils == [0.0, 2.0]
     assert (tmp_path / "spool" / "corrupt" / seg.name).exists()
     assert not seg.exists()
     (report,) = sp2.corrupt_reports
-    assert seg.name in report and f"corrupt at byte {second}" in report
+    assert seg.name in report and f"corrupt at byte {second}" in report and "kept 2 valid record(s)" in report
+
+
+def test_a_damaged_length_field_is_resynchronised(tmp_path):
+    sp = open_spool(tmp_path)
+    for i in range(3):
+        sp.append("gpu_samples", batch(i))
+    seg = sp._current
+    sp.close()
+    data = bytearray(seg.read_bytes())
+    data[0:4] = (10**6).to_bytes(4, "little")  # the first record's length now points past the end
+    seg.write_bytes(bytes(data))
+    got = read_segment(seg)
+    assert len(got.records) == 2 and got.corrupt_at == 0 and got.torn_tail_bytes == 0
 
 
 def test_segment_names_keep_increasing_even_if_the_clock_steps_back(tmp_path, monkeypatch):
@@ -118,3 +133,31 @@ def test_spool_segment_is_durable_bytes_on_disk(tmp_path):
     # Another reader (a restarted process) sees the full record without any close or flush.
     assert len(read_segment(sp._current).records) == 1
     assert os.path.getsize(sp._current) > HEADER.size
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
+       cut=st.integers(0, 10_000))
+def test_any_damage_yields_only_original_records_and_no_exception(tmp_path, flips, cut):
+    path = tmp_path / "seg-fuzz.wal"
+    if not path.exists():
+        sp = Spool(tmp_path / "fz", "w")
+        sp.open()
+        for i in range(5):
+            sp.append("gpu_samples", batch(i, gpus=2))
+        sp.close()
+        path.write_bytes(sp._current.read_bytes())
+    original = path.read_bytes()
+    data = bytearray(original[: len(original) - cut % len(original)])
+    for pos, x in flips:
+        if data:
+            data[pos % len(data)] ^= x
+    damaged = tmp_path / "damaged.wal"
+    damaged.write_bytes(bytes(data))
+    got = read_segment(damaged)
+    originals = [(t, c) for t, c in read_segment(path).records]
+    assert all(r in originals for r in got.records)

@@ -1,0 +1,76 @@
+import polars as pl
+
+from collector.runner import Collector
+from collector.source import Batch
+from gpuledger.errors import SourceError
+from gpuledger.lake import LakeWriter, scan
+from gpuledger.spool import HEADER, Spool
+
+T = 1_793_577_600.0  # 2026-11-02T00:00:00Z
+
+
+class Scripted:
+    """A source that returns what it is told to, or fails."""
+
+    name = "scripted"
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def collect(self, now_s):
+        if self.fail:
+            raise SourceError("endpoint refused the connection")
+        yield Batch("gpu_samples", {"ts": [int(now_s * 1e6)], "cluster": ["c"], "node": ["n1"],
+                                    "gpu_uuid": ["GPU-1"], "util_gpu_pct": [42.0], "source": ["scripted"]})
+
+    def close(self):
+        pass
+
+
+def make(tmp_path, src, clock=lambda: T):
+    return Collector([src], Spool(tmp_path / "spool", "n1"), LakeWriter(tmp_path / "lake"), "c", "n1", clock=clock)
+
+
+def test_scrape_flush_close(tmp_path):
+    acks = []
+    col = make(tmp_path, Scripted())
+    col.on_ack = acks.append
+    col.start()
+    col.scrape()
+    assert [a.table for a in acks] == ["gpu_samples"]  # acknowledged once durable
+    col.close()
+    df = scan(tmp_path / "lake", "gpu_samples").collect()
+    assert df["util_gpu_pct"].to_list() == [42.0] and df["source"].to_list() == ["scripted"]
+
+
+def test_a_failing_source_becomes_a_health_event_and_the_loop_goes_on(tmp_path):
+    col = make(tmp_path, Scripted(fail=True))
+    col.start()
+    col.scrape_logged()
+    col.scrape_logged()
+    col.close()
+    ev = scan(tmp_path / "lake", "health_events").collect()
+    assert ev["kind"].to_list() == ["scrape_error"] * 2
+    assert ev["detail"][0] == "scripted: endpoint refused the connection"
+    assert col.errors == 2
+
+
+def test_corrupt_spool_segment_is_reported_as_a_health_event(tmp_path):
+    col = make(tmp_path, Scripted())
+    col.start()
+    col.scrape()
+    col.scrape()
+    seg = col.spool._current
+    col.spool.close()
+    data = bytearray(seg.read_bytes())
+    data[HEADER.size + 3] ^= 0xFF  # break the first record; the second follows it
+    seg.write_bytes(bytes(data))
+    col2 = make(tmp_path, Scripted())
+    col2.start()
+    col2.close()
+    ev = scan(tmp_path / "lake", "health_events").collect()
+    assert ev["kind"].to_list() == ["spool_corrupt"]
+    assert "corrupt at byte 0" in ev["detail"][0] and seg.name in ev["detail"][0]
+    assert (tmp_path / "spool" / "corrupt" / seg.name).exists()
+    # The damaged record is lost; the acknowledged one after it is recovered by resynchronising.
+    assert scan(tmp_path / "lake", "gpu_samples").collect().height == 1
