@@ -25,7 +25,8 @@ def gpu_hourly(samples: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("power_w").mean().cast(pl.Float64).alias("power_w_mean"),
             # Hours covered: samples x their median spacing, at most the hour; unknown for a lone sample.
             (pl.col("power_w").mean() * (pl.len() * gap_s).clip(upper_bound=3600.0) / 3600.0)
-            .cast(pl.Float64).alias("energy_wh"),
+            .cast(pl.Float64)
+            .alias("energy_wh"),
         )
         .with_columns(pl.col("hour").dt.date().alias("date"))
         .sort("node", "gpu_uuid", "hour")

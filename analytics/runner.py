@@ -68,5 +68,12 @@ def run(lake: Path, until_s: float | None = None, from_s: float | None = None) -
 
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
     """Called by `gpuledger up`: run the analytics every `every_s` seconds (never two at once)."""
-    scheduler.add_job(lambda: run(lake), "interval", seconds=every_s, id="analytics", coalesce=True,
-                      max_instances=1, next_run_time=dt.datetime.now(dt.timezone.utc))
+    scheduler.add_job(
+        lambda: run(lake),
+        "interval",
+        seconds=every_s,
+        id="analytics",
+        coalesce=True,
+        max_instances=1,
+        next_run_time=dt.datetime.now(dt.timezone.utc),
+    )

@@ -33,9 +33,24 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gl-bench-", dir=a.keep.parent if a.keep else None))
     lake = a.keep or work / "lake"
-    cmd = [sys.executable, "-m", "gpuledger.cli", "simulate", "--lake", str(lake), "--nodes", str(a.nodes),
-           "--gpus-per-node", str(a.gpus_per_node), "--days", str(a.days), "--step-s", str(a.step_s),
-           "--end", "2026-11-30T00:00:00Z"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuledger.cli",
+        "simulate",
+        "--lake",
+        str(lake),
+        "--nodes",
+        str(a.nodes),
+        "--gpus-per-node",
+        str(a.gpus_per_node),
+        "--days",
+        str(a.days),
+        "--step-s",
+        str(a.step_s),
+        "--end",
+        "2026-11-30T00:00:00Z",
+    ]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with PeakRss(p.pid) as rss:
@@ -59,10 +74,11 @@ def main() -> None:
     print(f"  wall time            {sim_s:.1f} s (includes interpreter start-up and the job schedule)")
     print(f"  throughput           {n / sim_s:,.0f} samples/s")
     print(f"  peak RSS (tree)      {rss.peak / GB:.2f} GB")
-    print(f"  baseline             {base_s:.1f} s: one polars write_parquet of the same {n:,} rows "
-          f"({pl.__version__})")
-    print(f"  ratio                {sim_s / base_s:.2f}x the bare write (generation + partitioning + atomic "
-          f"writes of every table included)")
+    print(f"  baseline             {base_s:.1f} s: one polars write_parquet of the same {n:,} rows ({pl.__version__})")
+    print(
+        f"  ratio                {sim_s / base_s:.2f}x the bare write (generation + partitioning + atomic "
+        f"writes of every table included)"
+    )
     print(f"  lake on disk         {sum(f.stat().st_size for f in lake.rglob('*.parquet')) / GB:.2f} GB")
     shutil.rmtree(work, ignore_errors=True)
 

@@ -69,8 +69,10 @@ def main() -> None:
     med_a, med_r = statistics.median(t_append), statistics.median(t_raw)
     print(f"spool append + fdatasync of one 8-GPU scrape ({len(payload):,} bytes), n={a.n}")
     print(f"  spool append     median {med_a * ms:.3f} ms   p99 {pct(t_append, 0.99) * ms:.3f} ms")
-    print(f"  baseline (disk)  median {med_r * ms:.3f} ms   p99 {pct(t_raw, 0.99) * ms:.3f} ms "
-          "(os.write + fdatasync of the same bytes)")
+    print(
+        f"  baseline (disk)  median {med_r * ms:.3f} ms   p99 {pct(t_raw, 0.99) * ms:.3f} ms "
+        "(os.write + fdatasync of the same bytes)"
+    )
     print(f"  json encode      median {statistics.median(t_json) * ms:.3f} ms")
     print(f"  ratio            {med_a / med_r:.2f}x the bare durable write")
     sp.close()

@@ -24,8 +24,14 @@ log = logging.getLogger(__name__)
 
 class Collector:
     def __init__(
-        self, sources: Sequence[Source], spool: Spool, writer: LakeWriter, cluster: str, node: str,
-        clock: Callable[[], float] = time.time, on_ack: Callable[[Batch], None] | None = None,
+        self,
+        sources: Sequence[Source],
+        spool: Spool,
+        writer: LakeWriter,
+        cluster: str,
+        node: str,
+        clock: Callable[[], float] = time.time,
+        on_ack: Callable[[Batch], None] | None = None,
     ):
         self.sources = list(sources)
         self.spool = spool
@@ -82,10 +88,19 @@ class Collector:
             log.error("flush failed, the spool keeps the data for the next one: %s", e)
 
     def _event(self, now: float, kind: str, detail: str, source: str) -> Batch:
-        return Batch("health_events", {
-            "ts": [int(now * 1_000_000)], "cluster": [self.cluster], "node": [self.node], "gpu_uuid": [None],
-            "kind": [kind], "code": [None], "detail": [detail], "source": [source],
-        })
+        return Batch(
+            "health_events",
+            {
+                "ts": [int(now * 1_000_000)],
+                "cluster": [self.cluster],
+                "node": [self.node],
+                "gpu_uuid": [None],
+                "kind": [kind],
+                "code": [None],
+                "detail": [detail],
+                "source": [source],
+            },
+        )
 
     def _report_corrupt(self) -> None:
         while self.spool.corrupt_reports:
@@ -111,8 +126,7 @@ class Collector:
 
     def schedule(self, scheduler: BackgroundScheduler, interval_s: float, flush_interval_s: float) -> None:
         opts = dict(coalesce=True, max_instances=1, misfire_grace_time=None)
-        scheduler.add_job(self.scrape_logged, "interval", seconds=interval_s, id="scrape", next_run_time=_now(),
-                          **opts)
+        scheduler.add_job(self.scrape_logged, "interval", seconds=interval_s, id="scrape", next_run_time=_now(), **opts)
         scheduler.add_job(self.flush_logged, "interval", seconds=flush_interval_s, id="flush", **opts)
 
 

@@ -33,8 +33,9 @@ class SimSource:
         st = sim_state.load(self.lake, cfg.cluster)
         sim = cfg.simulator
         if st is None:
-            st = sim_state.SimState(sim.seed, now_s - WARMUP_S, sim.nodes, sim.gpus_per_node, sim.models, sim.load,
-                                    now_s)
+            st = sim_state.SimState(
+                sim.seed, now_s - WARMUP_S, sim.nodes, sim.gpus_per_node, sim.models, sim.load, now_s
+            )
             log.info("sim: no simulated history in the lake; starting a fresh fleet (seed %d)", st.seed)
             sim_state.save(self.lake, cfg.cluster, st)  # fix the epoch now, so a restart continues this fleet
         else:
@@ -43,8 +44,13 @@ class SimSource:
             if asked != (st.seed, st.nodes, st.gpus_per_node, tuple(st.models)):
                 log.warning(
                     "sim: the config asks for a different fleet (seed %d, %d x %d GPUs, %s) than the one in the "
-                    "lake; continuing the lake's. Delete %s to start a new one.", sim.seed, sim.nodes,
-                    sim.gpus_per_node, ",".join(sim.models), sim_state.path(self.lake, cfg.cluster))
+                    "lake; continuing the lake's. Delete %s to start a new one.",
+                    sim.seed,
+                    sim.nodes,
+                    sim.gpus_per_node,
+                    ",".join(sim.models),
+                    sim_state.path(self.lake, cfg.cluster),
+                )
         self.state = st
         self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
         self.fleet.advance(st.written_until_s)  # replay the history silently: the lake has those rows
@@ -67,14 +73,26 @@ class SimSource:
         for node in self.fleet.nodes:
             # One sample at t; the step is the time since the last scrape, so the energy counter integrates it.
             step = max(t - self.last_s, 0.001)
-            w = node_window(node, self.fleet.allocations[node.index], t, t + step / 2, step, seed, cluster,
-                            0 if procs else None, self.energy[node.index])
+            w = node_window(
+                node,
+                self.fleet.allocations[node.index],
+                t,
+                t + step / 2,
+                step,
+                seed,
+                cluster,
+                0 if procs else None,
+                self.energy[node.index],
+            )
             self.energy[node.index] = w.energy_end_j
             samples.append(w.samples)
             if w.processes.height:
                 processes.append(w.processes)
-            events += [e for e in health_events(node, self.last_s, t + 1, seed, cluster)
-                       if self.last_s * 1e6 < e["ts"] <= t * 1e6]
+            events += [
+                e
+                for e in health_events(node, self.last_s, t + 1, seed, cluster)
+                if self.last_s * 1e6 < e["ts"] <= t * 1e6
+            ]
         if procs:
             self.last_process_s = t
         yield Batch.from_frame("gpu_samples", pl.concat(samples))
@@ -92,9 +110,19 @@ class SimSource:
 
     def checkpoint(self) -> None:
         """Record in the lake how far the live fleet has written (called after a flush)."""
-        sim_state.save(self.lake, self.cfg.cluster, sim_state.SimState(
-            self.state.seed, self.state.epoch_s, self.state.nodes, self.state.gpus_per_node, self.state.models,
-            self.state.load, self.last_s + 0.001))
+        sim_state.save(
+            self.lake,
+            self.cfg.cluster,
+            sim_state.SimState(
+                self.state.seed,
+                self.state.epoch_s,
+                self.state.nodes,
+                self.state.gpus_per_node,
+                self.state.models,
+                self.state.load,
+                self.last_s + 0.001,
+            ),
+        )
 
     def close(self) -> None:
         pass

@@ -58,16 +58,31 @@ class Ctx:
 def common(f):
     """--lake and --config on every subcommand; resolves them into one validated Ctx."""
 
-    @click.option("--lake", type=click.Path(file_okay=False, path_type=Path), envvar="GPULEDGER_LAKE",
-                  help=f"Lake directory [env GPULEDGER_LAKE; else [lake] path in the config; else ./{DEFAULT_LAKE}]")
-    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                  envvar="GPULEDGER_CONFIG", help="Config file (TOML) [env GPULEDGER_CONFIG; else built-in defaults]")
-    @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-                  show_default=True, help="Logging detail on stderr.")
+    @click.option(
+        "--lake",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="GPULEDGER_LAKE",
+        help=f"Lake directory [env GPULEDGER_LAKE; else [lake] path in the config; else ./{DEFAULT_LAKE}]",
+    )
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="GPULEDGER_CONFIG",
+        help="Config file (TOML) [env GPULEDGER_CONFIG; else built-in defaults]",
+    )
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default="info",
+        show_default=True,
+        help="Logging detail on stderr.",
+    )
     @functools.wraps(f)
     def wrapper(lake, config_path, log_level, **kw):
-        logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
         cfg = config_mod.load(config_path)
         if lake is None:
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
@@ -97,8 +112,13 @@ def _progress(label: str, length: int):
 @main.command()
 @click.option("--nodes", type=click.IntRange(1, 100_000), default=None, help="Nodes [config simulator.nodes]")
 @click.option("--gpus-per-node", type=click.IntRange(1, 16), default=None, help="GPUs per node [config]")
-@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=7.0, show_default=True,
-              help="Length of the window to backfill.")
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Length of the window to backfill.",
+)
 @click.option("--step-s", type=click.IntRange(1, 86400), default=10, show_default=True, help="Seconds between samples.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Random seed [config simulator.seed]")
 @click.option("--models", default=None, help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}")
@@ -113,15 +133,26 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
     model_list = tuple(m.strip() for m in models.split(",")) if models else sim.models
     bad = [m for m in model_list if m not in config_mod.SIM_MODELS]
     if bad or not model_list:
-        raise UsageError(f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
-                         f"known: {', '.join(config_mod.SIM_MODELS)}")
+        raise UsageError(
+            f"--models: unknown model(s) {', '.join(bad) or '(none)'}; known: {', '.join(config_mod.SIM_MODELS)}"
+        )
     end_s = _utc(end, "--end") or time.time()
     nodes = nodes or sim.nodes
     t0 = time.perf_counter()
     with _progress("simulating", nodes) as bar:
-        report = backfill(ctx.cfg, ctx.lake, end_s - days * 86400, end_s, step_s, nodes=nodes,
-                          gpus_per_node=gpus_per_node or sim.gpus_per_node, models=model_list,
-                          seed=sim.seed if seed is None else seed, workers=workers, progress=bar.update)
+        report = backfill(
+            ctx.cfg,
+            ctx.lake,
+            end_s - days * 86400,
+            end_s,
+            step_s,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node or sim.gpus_per_node,
+            models=model_list,
+            seed=sim.seed if seed is None else seed,
+            workers=workers,
+            progress=bar.update,
+        )
     secs = time.perf_counter() - t0
     click.echo(
         f"wrote {report.samples:,} GPU samples, {report.processes:,} process rows, {report.jobs:,} jobs, "
@@ -141,8 +172,7 @@ def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None):
     spool_dir = ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id
     now = time.time()
     srcs = [sources.make(n, ctx.cfg, ctx.lake, now) for n in source_names]
-    return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id,
-                     on_ack=on_ack)
+    return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id, on_ack=on_ack)
 
 
 def _stop_event() -> threading.Event:
@@ -152,15 +182,31 @@ def _stop_event() -> threading.Event:
 
 
 @main.command()
-@click.option("--source", "source_names", multiple=True, type=click.Choice(config_mod.SOURCE_NAMES),
-              help="Source to collect from (repeatable) [config collector.sources].")
+@click.option(
+    "--source",
+    "source_names",
+    multiple=True,
+    type=click.Choice(config_mod.SOURCE_NAMES),
+    help="Source to collect from (repeatable) [config collector.sources].",
+)
 @click.option("--once", is_flag=True, help="Scrape once, flush to the lake and exit.")
-@click.option("--interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between scrapes [config collector.interval_s].")
-@click.option("--flush-interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between spool flushes [config collector.flush_interval_s].")
-@click.option("--print-acks", is_flag=True,
-              help="Print `ack <table> <rows> <first ts us>` on stdout once each batch is durable (for tests).")
+@click.option(
+    "--interval-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between scrapes [config collector.interval_s].",
+)
+@click.option(
+    "--flush-interval-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between spool flushes [config collector.flush_interval_s].",
+)
+@click.option(
+    "--print-acks",
+    is_flag=True,
+    help="Print `ack <table> <rows> <first ts us>` on stdout once each batch is durable (for tests).",
+)
 @common
 def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_acks) -> None:
     """Collect from the node's sources into the spool and the lake."""
@@ -181,8 +227,10 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_ac
     stop = _stop_event()
     iv = interval_s or ctx.cfg.collector.interval_s
     fiv = flush_interval_s or ctx.cfg.collector.flush_interval_s
-    click.echo(f"collecting from {', '.join(s.name for s in col.sources)} every {iv:g} s into {ctx.lake}; "
-               "Ctrl-C to stop", err=True)
+    click.echo(
+        f"collecting from {', '.join(s.name for s in col.sources)} every {iv:g} s into {ctx.lake}; Ctrl-C to stop",
+        err=True,
+    )
     try:
         run_until_stopped(lambda sch: col.schedule(sch, iv, fiv), stop)
     finally:
@@ -192,10 +240,18 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_ac
 
 # -- up -------------------------------------------------------------------------------------------------
 @main.command()
-@click.option("--interval-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds between scrapes [config collector.interval_s].")
-@click.option("--backfill-days", type=click.FloatRange(min=0), default=None,
-              help="History to simulate on an empty lake [config simulator.backfill_days].")
+@click.option(
+    "--interval-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between scrapes [config collector.interval_s].",
+)
+@click.option(
+    "--backfill-days",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="History to simulate on an empty lake [config simulator.backfill_days].",
+)
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
@@ -223,14 +279,35 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
             click.echo(f"empty lake: backfilling {days:g} days of a {sim.nodes}-node simulated fleet", err=True)
             with _progress("backfill", sim.nodes) as bar:
-                backfill(cfg, ctx.lake, now - days * 86400, now, int(sim.backfill_step_s), nodes=sim.nodes,
-                         gpus_per_node=sim.gpus_per_node, models=sim.models, seed=sim.seed, progress=bar.update)
+                backfill(
+                    cfg,
+                    ctx.lake,
+                    now - days * 86400,
+                    now,
+                    int(sim.backfill_step_s),
+                    nodes=sim.nodes,
+                    gpus_per_node=sim.gpus_per_node,
+                    models=sim.models,
+                    seed=sim.seed,
+                    progress=bar.update,
+                )
         elif st is not None and now - st.written_until_s > 3 * (interval_s or cfg.collector.interval_s):
             click.echo(f"filling the {(now - st.written_until_s) / 3600:.1f} h since the fleet last ran", err=True)
             with _progress("catch-up", st.nodes) as bar:
-                backfill(cfg, ctx.lake, st.written_until_s, now, int(sim.backfill_step_s), nodes=st.nodes,
-                         gpus_per_node=st.gpus_per_node, models=st.models, seed=st.seed, load=st.load,
-                         epoch_s=st.epoch_s, progress=bar.update)
+                backfill(
+                    cfg,
+                    ctx.lake,
+                    st.written_until_s,
+                    now,
+                    int(sim.backfill_step_s),
+                    nodes=st.nodes,
+                    gpus_per_node=st.gpus_per_node,
+                    models=st.models,
+                    seed=st.seed,
+                    load=st.load,
+                    epoch_s=st.epoch_s,
+                    progress=bar.update,
+                )
 
     col = _build_collector(ctx, (source,))
     col.start()
@@ -238,15 +315,19 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
     def jobs(sch) -> None:
         col.schedule(sch, iv, cfg.collector.flush_interval_s)
-        sch.add_job(lambda: compact(ctx.lake, grace_days=2), "interval", hours=1, id="compact",
-                    coalesce=True, max_instances=1)
+        sch.add_job(
+            lambda: compact(ctx.lake, grace_days=2), "interval", hours=1, id="compact", coalesce=True, max_instances=1
+        )
         from analytics.runner import schedule as analytics_schedule
 
         analytics_schedule(sch, cfg, ctx.lake)
 
     stop = _stop_event()
-    click.echo(f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s. "
-               f"Try: gpuledger sql --lake {ctx.lake} \"SELECT * FROM nodes\". Ctrl-C to stop.", err=True)
+    click.echo(
+        f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s. "
+        f'Try: gpuledger sql --lake {ctx.lake} "SELECT * FROM nodes". Ctrl-C to stop.',
+        err=True,
+    )
     try:
         run_until_stopped(jobs, stop)
     finally:
@@ -266,14 +347,28 @@ def _param(value: str):
 
 @main.command()
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
-              show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to this file instead of stdout (required for parquet).")
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
-              help="A query parameter, used in the query as $NAME (repeatable); never pasted into the SQL.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="At most this many rows [table format: 50; other formats: all].")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table", show_default=True
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the result to this file instead of stdout (required for parquet).",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A query parameter, used in the query as $NAME (repeatable); never pasted into the SQL.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many rows [table format: 50; other formats: all].",
+)
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True)
 @common
 def sql(ctx: Ctx, query, fmt, out, params, limit, timeout_s) -> None:
@@ -306,8 +401,9 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
     elif fmt == "json":
         text = json.dumps(df.to_dicts(), default=str, indent=1)
     else:
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
-                       tbl_hide_dataframe_shape=True):
+        with pl.Config(
+            tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60, tbl_hide_dataframe_shape=True
+        ):
             text = str(df)
         if res.truncated:
             text += f"\n(first {df.height} rows; use --limit or --format csv for more)"
@@ -335,16 +431,23 @@ def analyze(ctx: Ctx, from_, to) -> None:
 
 # -- compact --------------------------------------------------------------------------------------------
 @main.command(name="compact")
-@click.option("--grace-days", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Leave partitions younger than this many days alone (spools may still flush into them).")
+@click.option(
+    "--grace-days",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Leave partitions younger than this many days alone (spools may still flush into them).",
+)
 @common
 def compact_cmd(ctx: Ctx, grace_days) -> None:
     """Merge the small files of closed partitions (crash-safe, idempotent)."""
     from gpuledger.compaction import compact
 
     r = compact(ctx.lake, grace_days=grace_days)
-    click.echo(f"compacted {r.partitions} partition(s): {r.files_in} files -> {r.files_out} ({r.rows:,} rows); "
-               f"finished {r.recovered} interrupted compaction(s)")
+    click.echo(
+        f"compacted {r.partitions} partition(s): {r.files_in} files -> {r.files_out} ({r.rows:,} rows); "
+        f"finished {r.recovered} interrupted compaction(s)"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

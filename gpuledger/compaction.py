@@ -65,7 +65,9 @@ def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1)
             output = "part-c" + hashlib.sha1("\n".join(inputs).encode()).hexdigest()[:16] + ".parquet"
             write_bytes_atomic(part / JOURNAL, json.dumps({"inputs": inputs, "output": output}).encode())
             df = pl.concat([_read(f, t) for f in files]).sort(t.time_column, maintain_order=True)
-            write_atomic(part / output, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True))
+            write_atomic(
+                part / output, lambda tmp, df=df: df.write_parquet(tmp, compression=COMPRESSION, statistics=True)
+            )
             _finish(part / JOURNAL)
             report.partitions += 1
             report.files_in += len(files)

@@ -158,7 +158,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     col = cfg.collector
     if "collector" in top:
         t = c.table(
-            top["collector"], "collector",
+            top["collector"],
+            "collector",
             {"interval_s", "flush_interval_s", "process_interval_s", "sources", "node", "spool_dir"},
         )
         num = (int, float)
@@ -171,13 +172,30 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
             c.bad("collector.sources", f"listed twice: {', '.join(map(str, dup))}")
         spool = c.get(t, "spool_dir", "collector.spool_dir", str, None)
         col = CollectorConfig(
-            interval_s=float(c.get(t, "interval_s", "collector.interval_s", num, col.interval_s, _positive, "must be > 0")),
+            interval_s=float(
+                c.get(t, "interval_s", "collector.interval_s", num, col.interval_s, _positive, "must be > 0")
+            ),
             flush_interval_s=float(
-                c.get(t, "flush_interval_s", "collector.flush_interval_s", num, col.flush_interval_s, _positive, "must be > 0")
+                c.get(
+                    t,
+                    "flush_interval_s",
+                    "collector.flush_interval_s",
+                    num,
+                    col.flush_interval_s,
+                    _positive,
+                    "must be > 0",
+                )
             ),
             process_interval_s=float(
-                c.get(t, "process_interval_s", "collector.process_interval_s", num, col.process_interval_s, _positive,
-                      "must be > 0")
+                c.get(
+                    t,
+                    "process_interval_s",
+                    "collector.process_interval_s",
+                    num,
+                    col.process_interval_s,
+                    _positive,
+                    "must be > 0",
+                )
             ),
             sources=tuple(str(s) for s in sources),
             node=c.get(t, "node", "collector.node", str, ""),
@@ -187,7 +205,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     sim = cfg.simulator
     if "simulator" in top:
         t = c.table(
-            top["simulator"], "simulator",
+            top["simulator"],
+            "simulator",
             {"nodes", "gpus_per_node", "models", "seed", "backfill_days", "backfill_step_s", "load"},
         )
         models = c.get(t, "models", "simulator.models", list, list(sim.models))
@@ -198,16 +217,42 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
             c.bad("simulator.models", "must list at least one model")
         sim = SimConfig(
             nodes=c.get(t, "nodes", "simulator.nodes", int, sim.nodes, _positive, "must be > 0"),
-            gpus_per_node=c.get(t, "gpus_per_node", "simulator.gpus_per_node", int, sim.gpus_per_node,
-                                lambda v: 1 <= v <= 16, "must be between 1 and 16"),
+            gpus_per_node=c.get(
+                t,
+                "gpus_per_node",
+                "simulator.gpus_per_node",
+                int,
+                sim.gpus_per_node,
+                lambda v: 1 <= v <= 16,
+                "must be between 1 and 16",
+            ),
             models=tuple(models),
             seed=c.get(t, "seed", "simulator.seed", int, sim.seed, lambda v: v >= 0, "must be >= 0"),
-            backfill_days=float(c.get(t, "backfill_days", "simulator.backfill_days", (int, float), sim.backfill_days,
-                                      lambda v: v >= 0, "must be >= 0")),
-            backfill_step_s=float(c.get(t, "backfill_step_s", "simulator.backfill_step_s", (int, float),
-                                        sim.backfill_step_s, lambda v: v >= 1, "must be >= 1")),
-            load=float(c.get(t, "load", "simulator.load", (int, float), sim.load, lambda v: 0 < v <= 2,
-                             "must be in (0, 2]")),
+            backfill_days=float(
+                c.get(
+                    t,
+                    "backfill_days",
+                    "simulator.backfill_days",
+                    (int, float),
+                    sim.backfill_days,
+                    lambda v: v >= 0,
+                    "must be >= 0",
+                )
+            ),
+            backfill_step_s=float(
+                c.get(
+                    t,
+                    "backfill_step_s",
+                    "simulator.backfill_step_s",
+                    (int, float),
+                    sim.backfill_step_s,
+                    lambda v: v >= 1,
+                    "must be >= 1",
+                )
+            ),
+            load=float(
+                c.get(t, "load", "simulator.load", (int, float), sim.load, lambda v: 0 < v <= 2, "must be in (0, 2]")
+            ),
         )
 
     tenants = cfg.tenants
@@ -261,11 +306,19 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
         budget = None
         if "budget" in t:
             b = c.table(t["budget"], f"{key}.budget", {"usd_per_month"})
-            budget = c.get(b, "usd_per_month", f"{key}.budget.usd_per_month", (int, float), None,
-                           lambda v: v >= 0, "must be >= 0")
+            budget = c.get(
+                b, "usd_per_month", f"{key}.budget.usd_per_month", (int, float), None, lambda v: v >= 0, "must be >= 0"
+            )
         if name:
-            out.append(Tenant(name, tuple(n for n in namespaces if isinstance(n, str)), float(weight), quota,
-                              float(budget) if budget is not None else None))
+            out.append(
+                Tenant(
+                    name,
+                    tuple(n for n in namespaces if isinstance(n, str)),
+                    float(weight),
+                    quota,
+                    float(budget) if budget is not None else None,
+                )
+            )
     names = [t.name for t in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -285,8 +338,9 @@ def _rates(c: _Checker, raw: Any) -> tuple[Rate, ...]:
             if req not in t:
                 c.bad(f"{key}.{req}", "missing")
         model = c.get(t, "gpu_model", f"{key}.gpu_model", str, None, lambda s: s.strip() != "", "must not be empty")
-        price = c.get(t, "usd_per_gpu_hour", f"{key}.usd_per_gpu_hour", (int, float), None, lambda v: v >= 0,
-                      "must be >= 0")
+        price = c.get(
+            t, "usd_per_gpu_hour", f"{key}.usd_per_gpu_hour", (int, float), None, lambda v: v >= 0, "must be >= 0"
+        )
         since = c.get(t, "effective_from", f"{key}.effective_from", (dt.date, dt.datetime), None)
         if isinstance(since, dt.datetime):
             since = since.date()

@@ -39,7 +39,7 @@ def duckdb_type(dtype: pl.DataType) -> str:
     if dtype == schema.UTC_US:
         return "TIMESTAMP WITH TIME ZONE"
     if dtype == schema.LABELS:
-        return "STRUCT(\"key\" VARCHAR, \"value\" VARCHAR)[]"
+        return 'STRUCT("key" VARCHAR, "value" VARCHAR)[]'
     if isinstance(dtype, pl.List):
         return duckdb_type(dtype.inner) + "[]"
     return _DUCK_TYPES[dtype.base_type()]
@@ -53,9 +53,7 @@ def sql_files() -> dict[str, str]:
 
 
 def _empty_view(name: str) -> str:
-    cols = ", ".join(
-        f"CAST(NULL AS {duckdb_type(c.dtype)}) AS \"{c.name}\"" for c in schema.table(name).columns
-    )
+    cols = ", ".join(f'CAST(NULL AS {duckdb_type(c.dtype)}) AS "{c.name}"' for c in schema.table(name).columns)
     return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false"
 
 

@@ -18,12 +18,23 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-def make_lake(path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"),
-              end_s=END, workers=1):
+def make_lake(
+    path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"), end_s=END, workers=1
+):
     from collector.sim.backfill import backfill
 
-    return backfill(defaults(), path, end_s - days * 86400, end_s, step_s, nodes=nodes, gpus_per_node=gpus,
-                    models=models, seed=seed, workers=workers)
+    return backfill(
+        defaults(),
+        path,
+        end_s - days * 86400,
+        end_s,
+        step_s,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        models=models,
+        seed=seed,
+        workers=workers,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,9 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
         if ev:
             files += len(writer.write("health_events", frame_from_rows("health_events", ev), f"{task.name}-{t0}-{t1}"))
             events += len(ev)
-        files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), f"{task.name}-{t0}-{t1}"))
+        files += len(
+            writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), f"{task.name}-{t0}-{t1}")
+        )
     return samples, procs, events, files
 
 
@@ -102,11 +104,19 @@ def node_row(node: NodeInfo, cluster: str, first_s: float, last_s: float) -> pl.
         {"key": LABEL_KEYS[2], "value": str(node.spec.mem_bytes >> 20)},
         {"key": LABEL_KEYS[3], "value": "true"},
     ]
-    return pl.DataFrame({
-        "cluster": [cluster], "node": [node.name], "gpu_model": [node.spec.name], "gpu_count": [node.gpu_count],
-        "gpu_mem_bytes": [node.spec.mem_bytes], "labels": [labels],
-        "first_seen": [int(first_s * 1e6)], "last_seen": [int(last_s * 1e6)], "source": ["sim"],
-    }).with_columns(pl.col("first_seen", "last_seen").cast(pl.Datetime("us", "UTC")))
+    return pl.DataFrame(
+        {
+            "cluster": [cluster],
+            "node": [node.name],
+            "gpu_model": [node.spec.name],
+            "gpu_count": [node.gpu_count],
+            "gpu_mem_bytes": [node.spec.mem_bytes],
+            "labels": [labels],
+            "first_seen": [int(first_s * 1e6)],
+            "last_seen": [int(last_s * 1e6)],
+            "source": ["sim"],
+        }
+    ).with_columns(pl.col("first_seen", "last_seen").cast(pl.Datetime("us", "UTC")))
 
 
 def job_rows_in_window(rows: list[dict], start_s: float) -> list[dict]:
@@ -121,9 +131,20 @@ def job_rows_in_window(rows: list[dict], start_s: float) -> list[dict]:
 
 
 def backfill(
-    cfg: Config, lake: Path, start_s: float, end_s: float, step_s: int, *, nodes: int, gpus_per_node: int,
-    models: tuple[str, ...], seed: int, load: float | None = None, workers: int | None = None,
-    epoch_s: float | None = None, progress: Callable[[int], None] | None = None,
+    cfg: Config,
+    lake: Path,
+    start_s: float,
+    end_s: float,
+    step_s: int,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    models: tuple[str, ...],
+    seed: int,
+    load: float | None = None,
+    workers: int | None = None,
+    epoch_s: float | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BackfillReport:
     """Write [start, end) of a simulated fleet into `lake`; `progress(n)` is called as nodes complete.
 
@@ -174,6 +195,7 @@ def backfill(
         report.processes += p
         report.health_events += e
         report.files += f
-    sim_state.save(lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models),
-                                                          load, float(end)))
+    sim_state.save(
+        lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
+    )
     return report

@@ -63,8 +63,14 @@ class Fleet:
     """A deterministic simulated cluster starting empty at `epoch_s`."""
 
     def __init__(
-        self, cfg: Config, epoch_s: float, nodes: int | None = None, gpus_per_node: int | None = None,
-        models: tuple[str, ...] | None = None, seed: int | None = None, load: float | None = None,
+        self,
+        cfg: Config,
+        epoch_s: float,
+        nodes: int | None = None,
+        gpus_per_node: int | None = None,
+        models: tuple[str, ...] | None = None,
+        seed: int | None = None,
+        load: float | None = None,
     ):
         sim = cfg.simulator
         self.cluster = cfg.cluster
@@ -76,12 +82,15 @@ class Fleet:
         for n in self.nodes:
             capacity[n.spec.key] = capacity.get(n.spec.key, 0) + n.gpu_count
         self.workload = Workload(
-            self.seed, cfg.tenants or DEFAULT_TENANTS, capacity, self.nodes[0].gpu_count,
-            sim.load if load is None else load, epoch_s, self.cluster,
+            self.seed,
+            cfg.tenants or DEFAULT_TENANTS,
+            capacity,
+            self.nodes[0].gpu_count,
+            sim.load if load is None else load,
+            epoch_s,
+            self.cluster,
         )
-        self.scheduler = Scheduler(
-            [Node(n.index, n.name, n.spec.key, [1000] * n.gpu_count) for n in self.nodes]
-        )
+        self.scheduler = Scheduler([Node(n.index, n.name, n.spec.key, [1000] * n.gpu_count) for n in self.nodes])
         self.now = epoch_s
         self.allocations: list[list[Allocation]] = [[] for _ in self.nodes]
         self._events: list[tuple[float, int, int, object]] = []  # (time, order, kind, payload)

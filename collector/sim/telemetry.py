@@ -15,6 +15,7 @@ import polars as pl
 
 from collector.sim import noise
 from collector.sim.fleet import Allocation, NodeInfo
+from collector.sim.workload import weighted_index
 
 US = 1_000_000
 MIB = 1 << 20
@@ -24,10 +25,16 @@ THROTTLE_TEMP_C = 80.0
 
 # Rare health events per GPU-day, and the Xid codes seen most in fleets (NVIDIA Xid catalog).
 P_XID, P_ECC, P_LOST = 0.004, 0.003, 0.0003
-XIDS = ((13, 0.25, "Graphics Engine Exception"), (31, 0.30, "GPU memory page fault"),
-        (43, 0.15, "GPU stopped processing"), (45, 0.10, "Preemptive cleanup, due to previous errors"),
-        (48, 0.05, "Double Bit ECC Error"), (63, 0.05, "Row remapping pending"),
-        (74, 0.05, "NVLink error"), (94, 0.05, "Contained ECC error"))
+XIDS = (
+    (13, 0.25, "Graphics Engine Exception"),
+    (31, 0.30, "GPU memory page fault"),
+    (43, 0.15, "GPU stopped processing"),
+    (45, 0.10, "Preemptive cleanup, due to previous errors"),
+    (48, 0.05, "Double Bit ECC Error"),
+    (63, 0.05, "Row remapping pending"),
+    (74, 0.05, "NVLink error"),
+    (94, 0.05, "Contained ECC error"),
+)
 
 
 @dataclass
@@ -56,8 +63,15 @@ def _level(a: Allocation, g: int, tt: np.ndarray, seed: int) -> np.ndarray:
 
 
 def node_window(
-    node: NodeInfo, allocs: list[Allocation], t0_s: float, t1_s: float, step_s: float, seed: int, cluster: str,
-    process_every_s: int | None, energy0_j: np.ndarray | None = None,
+    node: NodeInfo,
+    allocs: list[Allocation],
+    t0_s: float,
+    t1_s: float,
+    step_s: float,
+    seed: int,
+    cluster: str,
+    process_every_s: int | None,
+    energy0_j: np.ndarray | None = None,
 ) -> Window:
     """Samples at t0, t0+step, ... < t1 for every GPU of `node`.
 
@@ -107,10 +121,15 @@ def node_window(
                 pt = ts[run]
                 keep = np.ones(len(pt), bool) if process_every_s == 0 else (_ms(pt) % (process_every_s * 1000) == 0)
                 if keep.any():
-                    proc_parts.append({
-                        "ts": pt[keep], "gpu": g, "job": ji, "used": used,
-                        "sm_util_pct": (lvl * share)[keep].astype(np.float32),
-                    })
+                    proc_parts.append(
+                        {
+                            "ts": pt[keep],
+                            "gpu": g,
+                            "job": ji,
+                            "used": used,
+                            "sm_util_pct": (lvl * share)[keep].astype(np.float32),
+                        }
+                    )
     util = np.round(np.minimum(util, 100.0))  # NVML and DCGM report whole percents
     sm = np.minimum(sm, 1.0)
     mem = np.minimum(mem, spec.mem_bytes)
@@ -125,7 +144,8 @@ def node_window(
     hot = temp > THROTTLE_TEMP_C
     sm_clock = np.where(hot, (sm_clock * 0.9).astype(np.int64), sm_clock)
     throttle = (
-        np.where(busy, 0, GPU_IDLE) | np.where(hot, SW_THERMAL, 0)
+        np.where(busy, 0, GPU_IDLE)
+        | np.where(hot, SW_THERMAL, 0)
         | np.where(power >= 0.98 * spec.power_limit_w, SW_POWER_CAP, 0)
     )
     e0 = energy0_j if energy0_j is not None else np.zeros(G)
@@ -141,33 +161,35 @@ def node_window(
     owner = pl.Series(bj).replace(-1, None)
     uuids = pl.Series(node.gpu_uuids, dtype=pl.String)
     gidx = np.tile(np.arange(G, dtype=np.int32), n)
-    samples = pl.DataFrame({
-        "ts": pl.Series(np.repeat(_ms(ts) * 1000, G)).cast(pl.Datetime("us", "UTC")),
-        "cluster": pl.repeat(cluster, n * G, eager=True, dtype=pl.String),
-        "node": pl.repeat(node.name, n * G, eager=True, dtype=pl.String),
-        "gpu_uuid": uuids.gather(gidx),
-        "gpu_index": gidx,
-        "model": pl.repeat(spec.name, n * G, eager=True, dtype=pl.String),
-        "util_gpu_pct": flat(util).astype(np.float32),
-        "util_mem_pct": flat(np.round(np.minimum(membw, 100.0))).astype(np.float32),
-        "sm_active_ratio": flat(sm).astype(np.float32),
-        "tensor_active_ratio": flat(tensor).astype(np.float32),
-        "mem_used_bytes": flat(mem),
-        "mem_total_bytes": pl.repeat(spec.mem_bytes, n * G, eager=True, dtype=pl.Int64),
-        "mem_reserved_bytes": pl.repeat(spec.mem_bytes // 100, n * G, eager=True, dtype=pl.Int64),
-        "power_w": flat(np.round(power, 2)).astype(np.float32),
-        "power_limit_w": pl.repeat(spec.power_limit_w, n * G, eager=True, dtype=pl.Float32),
-        "energy_j": flat(np.round(energy, 3)),
-        "temp_c": flat(np.round(temp)).astype(np.float32),
-        "sm_clock_mhz": flat(sm_clock).astype(np.int32),
-        "mem_clock_mhz": pl.repeat(spec.mem_clock_mhz, n * G, eager=True, dtype=pl.Int32),
-        "throttle_reasons": flat(throttle).astype(np.int64),
-        "ecc_corrected_total": np.tile(ecc_base.astype(np.int64), n),
-        "ecc_uncorrected_total": pl.repeat(0, n * G, eager=True, dtype=pl.Int64),
-        "source": pl.repeat("sim", n * G, eager=True, dtype=pl.String),
-        "pod": pods.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
-        "namespace": nss.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
-    }).with_columns(container=pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.lit("main")))
+    samples = pl.DataFrame(
+        {
+            "ts": pl.Series(np.repeat(_ms(ts) * 1000, G)).cast(pl.Datetime("us", "UTC")),
+            "cluster": pl.repeat(cluster, n * G, eager=True, dtype=pl.String),
+            "node": pl.repeat(node.name, n * G, eager=True, dtype=pl.String),
+            "gpu_uuid": uuids.gather(gidx),
+            "gpu_index": gidx,
+            "model": pl.repeat(spec.name, n * G, eager=True, dtype=pl.String),
+            "util_gpu_pct": flat(util).astype(np.float32),
+            "util_mem_pct": flat(np.round(np.minimum(membw, 100.0))).astype(np.float32),
+            "sm_active_ratio": flat(sm).astype(np.float32),
+            "tensor_active_ratio": flat(tensor).astype(np.float32),
+            "mem_used_bytes": flat(mem),
+            "mem_total_bytes": pl.repeat(spec.mem_bytes, n * G, eager=True, dtype=pl.Int64),
+            "mem_reserved_bytes": pl.repeat(spec.mem_bytes // 100, n * G, eager=True, dtype=pl.Int64),
+            "power_w": flat(np.round(power, 2)).astype(np.float32),
+            "power_limit_w": pl.repeat(spec.power_limit_w, n * G, eager=True, dtype=pl.Float32),
+            "energy_j": flat(np.round(energy, 3)),
+            "temp_c": flat(np.round(temp)).astype(np.float32),
+            "sm_clock_mhz": flat(sm_clock).astype(np.int32),
+            "mem_clock_mhz": pl.repeat(spec.mem_clock_mhz, n * G, eager=True, dtype=pl.Int32),
+            "throttle_reasons": flat(throttle).astype(np.int64),
+            "ecc_corrected_total": np.tile(ecc_base.astype(np.int64), n),
+            "ecc_uncorrected_total": pl.repeat(0, n * G, eager=True, dtype=pl.Int64),
+            "source": pl.repeat("sim", n * G, eager=True, dtype=pl.String),
+            "pod": pods.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
+            "namespace": nss.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
+        }
+    ).with_columns(container=pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.lit("main")))
     return Window(samples, _processes(node, jobs, proc_parts, cluster, seed), energy[:, -1] if n else e0)
 
 
@@ -180,20 +202,22 @@ def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed
     ji = np.repeat([p["job"] for p in parts], lens)
     pids = pl.Series([1000 + int(noise.uniform(seed, 14, j.n, 0)[()] * 4_000_000) for j in jobs], dtype=pl.Int64)
     m = len(ts)
-    df = pl.DataFrame({
-        "ts": pl.Series(_ms(ts) * 1000).cast(pl.Datetime("us", "UTC")),
-        "cluster": pl.repeat(cluster, m, eager=True, dtype=pl.String),
-        "node": pl.repeat(node.name, m, eager=True, dtype=pl.String),
-        "gpu_uuid": pl.Series(node.gpu_uuids, dtype=pl.String).gather(gpu),
-        "pid": pids.gather(ji),
-        "process_name": pl.repeat("python3", m, eager=True, dtype=pl.String),
-        "used_mem_bytes": np.repeat([p["used"] for p in parts], lens).astype(np.int64),
-        "sm_util_pct": np.concatenate([p["sm_util_pct"] for p in parts]),
-        "container": pl.repeat("main", m, eager=True, dtype=pl.String),
-        "pod": pl.Series([j.pod for j in jobs], dtype=pl.String).gather(ji),
-        "namespace": pl.Series([j.namespace for j in jobs], dtype=pl.String).gather(ji),
-        "source": pl.repeat("sim", m, eager=True, dtype=pl.String),
-    })
+    df = pl.DataFrame(
+        {
+            "ts": pl.Series(_ms(ts) * 1000).cast(pl.Datetime("us", "UTC")),
+            "cluster": pl.repeat(cluster, m, eager=True, dtype=pl.String),
+            "node": pl.repeat(node.name, m, eager=True, dtype=pl.String),
+            "gpu_uuid": pl.Series(node.gpu_uuids, dtype=pl.String).gather(gpu),
+            "pid": pids.gather(ji),
+            "process_name": pl.repeat("python3", m, eager=True, dtype=pl.String),
+            "used_mem_bytes": np.repeat([p["used"] for p in parts], lens).astype(np.int64),
+            "sm_util_pct": np.concatenate([p["sm_util_pct"] for p in parts]),
+            "container": pl.repeat("main", m, eager=True, dtype=pl.String),
+            "pod": pl.Series([j.pod for j in jobs], dtype=pl.String).gather(ji),
+            "namespace": pl.Series([j.namespace for j in jobs], dtype=pl.String).gather(ji),
+            "source": pl.repeat("sim", m, eager=True, dtype=pl.String),
+        }
+    )
     return df.sort("ts", "gpu_uuid", maintain_order=True)
 
 
@@ -212,17 +236,21 @@ def health_events(node: NodeInfo, t0_s: float, t1_s: float, seed: int, cluster: 
                     continue
                 code, detail = None, None
                 if kind == "xid":
-                    acc = 0.0
-                    for code, w, detail in XIDS:
-                        acc += w
-                        if u < acc:
-                            break
+                    code, _, detail = XIDS[weighted_index([w for _, w, _ in XIDS], u)]
                 elif kind == "ecc":
                     detail = f"{1 + int(u * 50)} single-bit ECC errors corrected"
                 else:
                     code, detail = 79, "GPU has fallen off the bus"
-                rows.append({
-                    "ts": t * US, "cluster": cluster, "node": node.name, "gpu_uuid": node.gpu_uuids[g],
-                    "kind": kind, "code": code, "detail": detail, "source": "sim",
-                })
+                rows.append(
+                    {
+                        "ts": t * US,
+                        "cluster": cluster,
+                        "node": node.name,
+                        "gpu_uuid": node.gpu_uuids[g],
+                        "kind": kind,
+                        "code": code,
+                        "detail": detail,
+                        "source": "sim",
+                    }
+                )
     return sorted(rows, key=lambda r: (r["ts"], r["gpu_uuid"], r["kind"]))

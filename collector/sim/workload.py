@@ -76,14 +76,30 @@ def diurnal(t_s: float) -> float:
 DIURNAL_MAX = 1.35 * 1.14
 
 
+def weighted_index(weights: list[float], u: float) -> int:
+    """The index u in [0, 1) falls on when [0, 1) is cut into pieces of the given weights (summing to 1)."""
+    acc = 0.0
+    for i, w in enumerate(weights):
+        acc += w
+        if u < acc:
+            return i
+    return len(weights) - 1
+
+
 def _pick(cum: np.ndarray, u: float) -> int:
     return min(int(np.searchsorted(cum, u, side="right")), len(cum) - 1)
 
 
 class Workload:
     def __init__(
-        self, seed: int, tenants: tuple[Tenant, ...], model_capacity: dict[str, int], gpus_per_node: int,
-        load: float, start_s: float, cluster: str = "default",
+        self,
+        seed: int,
+        tenants: tuple[Tenant, ...],
+        model_capacity: dict[str, int],
+        gpus_per_node: int,
+        load: float,
+        start_s: float,
+        cluster: str = "default",
     ):
         self.rng = np.random.default_rng([seed, 1])
         self.tenants = tenants
@@ -92,13 +108,13 @@ class Workload:
         self.model_p = cap / cap.sum()
         w = np.array([t.weight for t in tenants], dtype=float)
         self.tenant_p = w / w.sum()
-        sizes = [(s, p) for s, p in zip(SIZES, SIZE_P) if s <= gpus_per_node]
+        sizes = [(s, p) for s, p in zip(SIZES, SIZE_P, strict=True) if s <= gpus_per_node]
         self.sizes = np.array([s for s, _ in sizes])
         self.size_p = np.array([p for _, p in sizes]) / sum(p for _, p in sizes)
         # Mean GPU-seconds per job, from the size and lognormal duration distributions.
         mean_gpu_s = sum(
             s * p * min(MEDIAN_S[s] * math.exp(DURATION_SIGMA**2 / 2), MAX_DURATION_S)
-            for s, p in zip(self.sizes, self.size_p)
+            for s, p in zip(self.sizes, self.size_p, strict=True)
         )
         self.rate_per_s = load * cap.sum() / mean_gpu_s
         # Cumulative weights: a searchsorted per draw is ~20x cheaper than Generator.choice(p=...).
@@ -129,11 +145,7 @@ class Workload:
         outcome, reason = "succeeded", "Completed"
         if u < 0.10:
             outcome = "failed"
-            v, acc = r.random(), 0.0
-            for reason, p in FAIL_REASONS:
-                acc += p
-                if v < acc:
-                    break
+            reason = FAIL_REASONS[weighted_index([p for _, p in FAIL_REASONS], r.random())][0]
             duration *= r.uniform(0.05, 0.9)
         elif u < 0.14:
             outcome, reason = "cancelled", "Cancelled"

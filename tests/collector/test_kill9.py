@@ -38,9 +38,24 @@ models = ["H100"]
 
 def _start(lake, cfg):
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuledger.cli", "collect", "--source", "sim", "--print-acks",
-         "--lake", str(lake), "--config", str(cfg), "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gpuledger.cli",
+            "collect",
+            "--source",
+            "sim",
+            "--print-acks",
+            "--lake",
+            str(lake),
+            "--config",
+            str(cfg),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -51,7 +66,7 @@ def test_kill_minus_nine_loses_nothing(tmp_path):
     cfg.write_text(CONFIG)
     rng = random.Random(20261202)
     acked: dict[int, int] = defaultdict(int)  # gpu_samples ts -> rows acknowledged
-    for i in range(KILLS):
+    for _ in range(KILLS):
         p = _start(lake, cfg)
         first = ""
         # A third of the kills come blind (start-up, replay); the rest after the collector is running.
@@ -72,8 +87,23 @@ def test_kill_minus_nine_loses_nothing(tmp_path):
         for f in lake.rglob("*.parquet"):
             pl.read_parquet_schema(f)
     # A last clean run replays whatever the last kill left in the spool.
-    r = subprocess.run([sys.executable, "-m", "gpuledger.cli", "collect", "--source", "sim", "--once",
-                        "--lake", str(lake), "--config", str(cfg)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuledger.cli",
+            "collect",
+            "--source",
+            "sim",
+            "--once",
+            "--lake",
+            str(lake),
+            "--config",
+            str(cfg),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
 
     files = table_files(lake, "gpu_samples")
@@ -85,11 +115,13 @@ def test_kill_minus_nine_loses_nothing(tmp_path):
             unreadable.append((f, e))
     samples = scan(lake, "gpu_samples").collect()
     got = samples.group_by(pl.col("ts").dt.epoch("us")).len()
-    got = dict(zip(got["ts"].to_list(), got["len"].to_list()))
+    got = dict(zip(got["ts"].to_list(), got["len"].to_list(), strict=True))
     lost = {ts: n - got.get(ts, 0) for ts, n in acked.items() if got.get(ts, 0) < n}
     duplicated = samples.select("ts", "gpu_uuid").is_duplicated().sum()
-    print(f"\nkill -9 x{KILLS}: {sum(acked.values())} acknowledged samples in {len(acked)} scrapes; "
-          f"lost {sum(lost.values())}; duplicated {duplicated}; files {len(files)}; unreadable {len(unreadable)}")
+    print(
+        f"\nkill -9 x{KILLS}: {sum(acked.values())} acknowledged samples in {len(acked)} scrapes; "
+        f"lost {sum(lost.values())}; duplicated {duplicated}; files {len(files)}; unreadable {len(unreadable)}"
+    )
     assert len(acked) > KILLS  # the loop really collected
     assert lost == {}
     assert duplicated == 0

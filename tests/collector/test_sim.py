@@ -4,20 +4,18 @@ from collections import defaultdict
 
 import numpy as np
 import polars as pl
-import pytest
+from conftest import END, make_lake
 from polars.testing import assert_frame_equal
 
 from collector.sim import state as sim_state
 from collector.sim.backfill import backfill
 from collector.sim.fleet import Fleet
 from collector.sim.telemetry import P_ECC, P_XID, health_events, node_window
-from collector.sim_source import SimSource
 from collector.sim.workload import Workload
+from collector.sim_source import SimSource
 from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
-
-from conftest import END, make_lake
 
 
 def test_same_seed_same_lake(tmp_path, small_lake):
@@ -58,8 +56,19 @@ def test_live_source_continues_the_backfilled_fleet(tmp_path):
     got = pl.DataFrame(live["gpu_samples"].columns).sort("gpu_uuid")
     # The same fleet generated in bulk over a later window gives the same values at that instant.
     ref_lake = tmp_path / "ref"
-    backfill(cfg, ref_lake, END + 60, END + 180, 60, nodes=2, gpus_per_node=4, models=("A100",), seed=5,
-             workers=1, epoch_s=st.epoch_s)
+    backfill(
+        cfg,
+        ref_lake,
+        END + 60,
+        END + 180,
+        60,
+        nodes=2,
+        gpus_per_node=4,
+        models=("A100",),
+        seed=5,
+        workers=1,
+        epoch_s=st.epoch_s,
+    )
     ref = scan(ref_lake, "gpu_samples").collect().filter(pl.col("ts").dt.epoch("s") == END + 120).sort("gpu_uuid")
     assert got["gpu_uuid"].to_list() == ref["gpu_uuid"].to_list()
     for col in ("util_gpu_pct", "power_w", "mem_used_bytes", "temp_c", "pod"):
@@ -104,7 +113,7 @@ def test_scheduler_never_overcommits_a_gpu_and_keeps_jobs_on_one_node():
             assert len(a.gpus) == a.job.gpu_count and len(set(a.gpus)) == len(a.gpus)
             for g in a.gpus:
                 events[g] += [(a.start_s, a.milli), (a.end_s, -a.milli)]
-        for g, ev in events.items():
+        for ev in events.values():
             load = 0
             for _, d in sorted(ev, key=lambda e: (e[0], e[1])):  # releases before grants at the same instant
                 load += d
@@ -120,8 +129,11 @@ def test_job_rows_are_consistent(small_lake):
     final = jobs.filter(pl.col("status").is_in(["succeeded", "failed", "cancelled"]))
     assert final.height > 20
     assert final.select(
-        ((pl.col("submitted_at") <= pl.col("scheduled_at")) & (pl.col("scheduled_at") <= pl.col("started_at"))
-         & (pl.col("started_at") <= pl.col("finished_at"))).all()
+        (
+            (pl.col("submitted_at") <= pl.col("scheduled_at"))
+            & (pl.col("scheduled_at") <= pl.col("started_at"))
+            & (pl.col("started_at") <= pl.col("finished_at"))
+        ).all()
     ).item()
     assert set(final["status"]) == {"succeeded", "failed", "cancelled"}
     assert set(jobs["tenant"]) <= {t.name for t in DEFAULT_TENANTS}
@@ -159,13 +171,26 @@ def test_window_keeps_jobs_running_at_its_start_and_drops_finished_ones():
     from collector.sim.backfill import job_rows_in_window
 
     def row(job, t, status):
-        return {"job_id": job, "updated_at": t * 1_000_000, "status": status,
-                "finished_at": t * 1_000_000 if status == "succeeded" else None}
+        return {
+            "job_id": job,
+            "updated_at": t * 1_000_000,
+            "status": status,
+            "finished_at": t * 1_000_000 if status == "succeeded" else None,
+        }
 
-    rows = [row("done", 10, "running"), row("done", 20, "succeeded"),
-            row("spans", 15, "running"), row("spans", 120, "failed"),
-            row("still", 30, "pending"), row("new", 150, "running")]
+    rows = [
+        row("done", 10, "running"),
+        row("done", 20, "succeeded"),
+        row("spans", 15, "running"),
+        row("spans", 120, "failed"),
+        row("still", 30, "pending"),
+        row("new", 150, "running"),
+    ]
     rows.sort(key=lambda r: r["updated_at"])  # the fleet emits rows in time order
     kept = job_rows_in_window(rows, 100)
     assert [(r["job_id"], r["status"]) for r in kept] == [
-        ("spans", "running"), ("still", "pending"), ("spans", "failed"), ("new", "running")]
+        ("spans", "running"),
+        ("still", "pending"),
+        ("spans", "failed"),
+        ("new", "running"),
+    ]

@@ -29,16 +29,49 @@ def test_unknown_option_is_a_usage_error(cli):
 
 def test_simulate_writes_the_lake_and_sql_reads_it(cli, tmp_path):
     lake = tmp_path / "lake"
-    r = cli("simulate", "--lake", lake, "--nodes", 2, "--gpus-per-node", 2, "--days", 0.25, "--step-s", 60,
-            "--seed", 3, "--models", "L4,T4", "--end", "2026-11-02T00:00:00Z", "--workers", 1)
+    r = cli(
+        "simulate",
+        "--lake",
+        lake,
+        "--nodes",
+        2,
+        "--gpus-per-node",
+        2,
+        "--days",
+        0.25,
+        "--step-s",
+        60,
+        "--seed",
+        3,
+        "--models",
+        "L4,T4",
+        "--end",
+        "2026-11-02T00:00:00Z",
+        "--workers",
+        1,
+    )
     assert r.exit_code == 0, r.output
     # 2 nodes x 2 GPUs x 6 h / 60 s
     assert "wrote 1,440 GPU samples" in r.output
-    r = cli("sql", "--lake", lake, "--format", "json",
-            "SELECT model, count(*) AS n FROM gpu_samples GROUP BY model ORDER BY model")
+    r = cli(
+        "sql",
+        "--lake",
+        lake,
+        "--format",
+        "json",
+        "SELECT model, count(*) AS n FROM gpu_samples GROUP BY model ORDER BY model",
+    )
     assert json.loads(r.output) == [{"model": "NVIDIA L4", "n": 720}, {"model": "Tesla T4", "n": 720}]
-    r = cli("sql", "--lake", lake, "--format", "csv", "--param", "m=Tesla T4",
-            "SELECT count(*) AS n FROM gpu_samples WHERE model = $m")
+    r = cli(
+        "sql",
+        "--lake",
+        lake,
+        "--format",
+        "csv",
+        "--param",
+        "m=Tesla T4",
+        "SELECT count(*) AS n FROM gpu_samples WHERE model = $m",
+    )
     assert r.output.splitlines() == ["n", "720"]
     out = tmp_path / "nodes.parquet"
     r = cli("sql", "--lake", lake, "--format", "parquet", "--out", out, "SELECT * FROM nodes")
@@ -53,15 +86,21 @@ def test_env_var_names_the_lake(cli, tmp_path, monkeypatch, small_lake):
     assert r.output.splitlines() == ["n", "3"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["sql", "SELECT * FROM gpu_sample"], "Error: query error: Catalog Error: Table with name gpu_sample does not exist"),
-    (["sql", "COPY (SELECT 1) TO 'x.csv'"], "Error: query error: only read-only queries are allowed"),
-    (["sql", "--format", "parquet", "SELECT 1"], "Error: usage error: --format parquet writes binary data"),
-    (["sql", "--param", "oops", "SELECT 1"], "Error: usage error: --param 'oops': expected NAME=VALUE"),
-    (["simulate", "--models", "H100,V100"], "Error: usage error: --models: unknown model(s) V100"),
-    (["simulate", "--end", "yesterday"], "Error: usage error: --end 'yesterday' is not an ISO-8601 time"),
-    (["collect", "--source", "dcgm", "--once"], "Error: source error: source 'dcgm' is not available"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["sql", "SELECT * FROM gpu_sample"],
+            "Error: query error: Catalog Error: Table with name gpu_sample does not exist",
+        ),
+        (["sql", "COPY (SELECT 1) TO 'x.csv'"], "Error: query error: only read-only queries are allowed"),
+        (["sql", "--format", "parquet", "SELECT 1"], "Error: usage error: --format parquet writes binary data"),
+        (["sql", "--param", "oops", "SELECT 1"], "Error: usage error: --param 'oops': expected NAME=VALUE"),
+        (["simulate", "--models", "H100,V100"], "Error: usage error: --models: unknown model(s) V100"),
+        (["simulate", "--end", "yesterday"], "Error: usage error: --end 'yesterday' is not an ISO-8601 time"),
+        (["collect", "--source", "dcgm", "--once"], "Error: source error: source 'dcgm' is not available"),
+    ],
+)
 def test_user_mistakes_get_one_line_and_exit_1(tmp_path, args, message):
     r = CliRunner().invoke(main, [*args, "--lake", str(tmp_path / "lake")])
     assert r.exit_code == 1, r.output
@@ -90,14 +129,35 @@ def test_collect_once_writes_live_rows(cli, tmp_path):
     cfg.write_text('[collector]\nnode = "n0"\n[simulator]\nnodes = 2\ngpus_per_node = 2\n')
     r = cli("collect", "--source", "sim", "--once", "--lake", tmp_path / "lake", "--config", cfg)
     assert r.exit_code == 0, r.output
-    r = cli("sql", "--lake", tmp_path / "lake", "--format", "csv",
-            "SELECT count(*) AS samples, count(DISTINCT node) AS nodes FROM gpu_samples")
+    r = cli(
+        "sql",
+        "--lake",
+        tmp_path / "lake",
+        "--format",
+        "csv",
+        "SELECT count(*) AS samples, count(DISTINCT node) AS nodes FROM gpu_samples",
+    )
     assert r.output.splitlines() == ["samples,nodes", "4,2"]
 
 
 def test_compact_command(cli, tmp_path):
     lake = tmp_path / "lake"
-    cli("simulate", "--lake", lake, "--nodes", 1, "--gpus-per-node", 1, "--days", 0.1, "--step-s", 60,
-        "--end", "2026-11-02T00:00:00Z", "--workers", 1)
+    cli(
+        "simulate",
+        "--lake",
+        lake,
+        "--nodes",
+        1,
+        "--gpus-per-node",
+        1,
+        "--days",
+        0.1,
+        "--step-s",
+        60,
+        "--end",
+        "2026-11-02T00:00:00Z",
+        "--workers",
+        1,
+    )
     r = cli("compact", "--lake", lake)
     assert r.exit_code == 0 and "compacted" in r.output

@@ -11,10 +11,16 @@ UTC = dt.timezone.utc
 
 def _rows(day, n, offset=0):
     t = dt.datetime(2026, 11, day, 1, tzinfo=UTC)
-    return pl.DataFrame({
-        "ts": [t + dt.timedelta(seconds=offset + i) for i in range(n)], "cluster": ["c"] * n, "node": ["n1"] * n,
-        "gpu_uuid": ["GPU-a"] * n, "util_gpu_pct": [float(offset + i) for i in range(n)], "source": ["t"] * n,
-    })
+    return pl.DataFrame(
+        {
+            "ts": [t + dt.timedelta(seconds=offset + i) for i in range(n)],
+            "cluster": ["c"] * n,
+            "node": ["n1"] * n,
+            "gpu_uuid": ["GPU-a"] * n,
+            "util_gpu_pct": [float(offset + i) for i in range(n)],
+            "source": ["t"] * n,
+        }
+    )
 
 
 def test_closed_partitions_are_merged_open_ones_left_alone(tmp_path):
@@ -54,8 +60,9 @@ def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
     for k in range(2):
         w.write("gpu_samples", _rows(1, 4, offset=10 * k), f"w-{k}")
     part = table_files(tmp_path, "gpu_samples")[0].parent
-    (part / JOURNAL).write_text(json.dumps({"inputs": ["part-w-0.parquet", "part-w-1.parquet"],
-                                            "output": "part-cnever.parquet"}))
+    (part / JOURNAL).write_text(
+        json.dumps({"inputs": ["part-w-0.parquet", "part-w-1.parquet"], "output": "part-cnever.parquet"})
+    )
     compact(tmp_path, today=dt.date(2026, 11, 1), grace_days=1)  # nothing closed: only recovery runs
     assert scan(tmp_path, "gpu_samples").collect().height == 8
     assert len(table_files(tmp_path, "gpu_samples")) == 2

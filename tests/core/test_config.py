@@ -1,11 +1,10 @@
 import datetime as dt
 import re
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from gpuledger import config
-from conftest import REPO
 from gpuledger.errors import ConfigError
 
 FIXTURES = REPO / "tests" / "fixtures" / "config"
@@ -52,8 +51,15 @@ BAD = [
     ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),
     ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
     ("bad_toml_syntax.toml", ["not valid TOML"]),
-    ("bad_many.toml", ["cluster: must not be empty", "simulator.gpus_per_node: must be between 1 and 16",
-                       "tenants[0].name: missing", "rates[0].usd_per_gpu_hour: must be >= 0"]),
+    (
+        "bad_many.toml",
+        [
+            "cluster: must not be empty",
+            "simulator.gpus_per_node: must be between 1 and 16",
+            "tenants[0].name: missing",
+            "rates[0].usd_per_gpu_hour: must be >= 0",
+        ],
+    ),
 ]
 
 

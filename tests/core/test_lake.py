@@ -12,14 +12,16 @@ UTC = dt.timezone.utc
 
 
 def _samples(ts_list, node="n1"):
-    return pl.DataFrame({
-        "ts": [dt.datetime.fromtimestamp(t, UTC) for t in ts_list],
-        "cluster": ["c"] * len(ts_list),
-        "node": [node] * len(ts_list),
-        "gpu_uuid": [f"GPU-{i}" for i in range(len(ts_list))],
-        "util_gpu_pct": [10.0 * i for i in range(len(ts_list))],
-        "source": ["test"] * len(ts_list),
-    })
+    return pl.DataFrame(
+        {
+            "ts": [dt.datetime.fromtimestamp(t, UTC) for t in ts_list],
+            "cluster": ["c"] * len(ts_list),
+            "node": [node] * len(ts_list),
+            "gpu_uuid": [f"GPU-{i}" for i in range(len(ts_list))],
+            "util_gpu_pct": [10.0 * i for i in range(len(ts_list))],
+            "source": ["test"] * len(ts_list),
+        }
+    )
 
 
 def test_write_partitions_by_utc_date_and_node(tmp_path):
@@ -53,10 +55,16 @@ def test_rewriting_the_same_name_is_idempotent(tmp_path):
 
 
 def test_null_node_goes_to_the_none_partition_and_reads_back_null(tmp_path):
-    jobs = pl.DataFrame({
-        "updated_at": [dt.datetime(2026, 11, 2, 5, tzinfo=UTC)], "cluster": ["c"], "job_id": ["j"],
-        "status": ["pending"], "source": ["test"], "node": [None],
-    })
+    jobs = pl.DataFrame(
+        {
+            "updated_at": [dt.datetime(2026, 11, 2, 5, tzinfo=UTC)],
+            "cluster": ["c"],
+            "job_id": ["j"],
+            "status": ["pending"],
+            "source": ["test"],
+            "node": [None],
+        }
+    )
     (f,) = LakeWriter(tmp_path).write("jobs", jobs, "x")
     assert f.parent.name == "node=_none"
     assert scan(tmp_path, "jobs").collect()["node"].to_list() == [None]
@@ -105,11 +113,15 @@ def tiny_fs(tmp_path):
 
 
 def test_full_disk_is_a_clear_error_and_leaves_no_partial_file(tiny_fs):
-    big = pl.DataFrame({
-        "ts": [dt.datetime(2026, 11, 2, tzinfo=UTC)] * 200_000,
-        "cluster": ["c"] * 200_000, "node": ["n1"] * 200_000,
-        "gpu_uuid": [f"GPU-{i:08x}-{i * 7919:012x}" for i in range(200_000)], "source": ["t"] * 200_000,
-    })
+    big = pl.DataFrame(
+        {
+            "ts": [dt.datetime(2026, 11, 2, tzinfo=UTC)] * 200_000,
+            "cluster": ["c"] * 200_000,
+            "node": ["n1"] * 200_000,
+            "gpu_uuid": [f"GPU-{i:08x}-{i * 7919:012x}" for i in range(200_000)],
+            "source": ["t"] * 200_000,
+        }
+    )
     with pytest.raises(LakeError, match="disk full while writing"):
         LakeWriter(tiny_fs).write("gpu_samples", big, "big")
     leftovers = [p for p in tiny_fs.rglob("*") if p.is_file()]
@@ -119,8 +131,18 @@ def test_full_disk_is_a_clear_error_and_leaves_no_partial_file(tiny_fs):
 def test_frames_from_rows_take_types_from_the_schema_not_the_first_rows():
     from gpuledger.lake import frame_from_rows
 
-    rows = [{"updated_at": i, "cluster": "c", "job_id": str(i), "status": "running", "source": "t",
-             "finished_at": None, "gpus": None} for i in range(500)]
+    rows = [
+        {
+            "updated_at": i,
+            "cluster": "c",
+            "job_id": str(i),
+            "status": "running",
+            "source": "t",
+            "finished_at": None,
+            "gpus": None,
+        }
+        for i in range(500)
+    ]
     rows.append({**rows[0], "finished_at": 1_795_392_208_566_644, "gpus": 0.25})
     df = frame_from_rows("jobs", rows)
     assert df.schema["finished_at"] == schema.UTC_US and df.schema["gpus"] == pl.Float64

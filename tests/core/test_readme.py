@@ -3,8 +3,8 @@
 import re
 
 from click.testing import CliRunner
-
 from conftest import REPO
+
 from gpuledger.cli import main
 
 README = (REPO / "README.md").read_text()

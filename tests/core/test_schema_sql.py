@@ -20,8 +20,9 @@ def one_row(name):
     for c in t.columns:
         if c.name == "date" or c.nullable and c.name != "node":
             continue
-        row[c.name] = [dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc) if c.dtype == schema.UTC_US
-                       else DUMMY[c.dtype.base_type()]]
+        row[c.name] = [
+            dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc) if c.dtype == schema.UTC_US else DUMMY[c.dtype.base_type()]
+        ]
     return pl.DataFrame(row)
 
 

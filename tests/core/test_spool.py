@@ -1,7 +1,6 @@
 import datetime as dt
 import os
 
-import polars as pl
 import pytest
 
 from gpuledger.errors import SpoolError
@@ -13,9 +12,13 @@ T0 = int(dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc).timestamp() * 1_00
 
 def batch(i, gpus=8):
     return {
-        "ts": [T0 + i * 1_000_000] * gpus, "cluster": ["c"] * gpus, "node": ["n1"] * gpus,
-        "gpu_uuid": [f"GPU-{g}" for g in range(gpus)], "util_gpu_pct": [float(i)] * gpus,
-        "mem_used_bytes": [2**40 + g for g in range(gpus)], "source": ["test"] * gpus,
+        "ts": [T0 + i * 1_000_000] * gpus,
+        "cluster": ["c"] * gpus,
+        "node": ["n1"] * gpus,
+        "gpu_uuid": [f"GPU-{g}" for g in range(gpus)],
+        "util_gpu_pct": [float(i)] * gpus,
+        "mem_used_bytes": [2**40 + g for g in range(gpus)],
+        "source": ["test"] * gpus,
     }
 
 
@@ -140,8 +143,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
-       cut=st.integers(0, 10_000))
+@given(flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4), cut=st.integers(0, 10_000))
 def test_any_damage_yields_only_original_records_and_no_exception(tmp_path, flips, cut):
     path = tmp_path / "seg-fuzz.wal"
     if not path.exists():

@@ -28,8 +28,12 @@ backfill_step_s = 30
 
 
 def _up(lake, cfg):
-    return subprocess.Popen([sys.executable, "-m", "gpuledger.cli", "up", "--lake", str(lake), "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuledger.cli", "up", "--lake", str(lake), "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(p, text, timeout_s=60):
@@ -68,7 +72,8 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert live.height >= 4 * 5  # several live scrapes of 4 GPUs, all flushed on Ctrl-C
     assert scan(lake, "gpu_hourly").collect().height > 0  # the periodic analytics ran
     assert list((lake / "_spool" / "uptest").glob("seg-*.wal")) == [] or all(
-        f.stat().st_size == 0 for f in (lake / "_spool" / "uptest").glob("seg-*.wal"))
+        f.stat().st_size == 0 for f in (lake / "_spool" / "uptest").glob("seg-*.wal")
+    )
 
     # A second start continues the same fleet: no new backfill, a catch-up of the gap instead.
     time.sleep(1.0)

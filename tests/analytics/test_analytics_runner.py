@@ -2,13 +2,12 @@ import datetime as dt
 
 import polars as pl
 import pytest
+from conftest import END, make_lake
 from polars.testing import assert_frame_equal
 
 from analytics.gpu_hourly import gpu_hourly
 from analytics.runner import run, watermark
-from gpuledger.lake import LakeWriter, scan, table_files
-
-from conftest import END, make_lake
+from gpuledger.lake import scan, table_files
 
 UTC = dt.timezone.utc
 
@@ -18,15 +17,21 @@ def at(h, m=0, s=0):
 
 
 def test_gpu_hourly_by_hand():
-    samples = pl.LazyFrame({
-        "ts": [at(10), at(10, 0, 30), at(10, 1), at(11, 5)],
-        "cluster": ["c"] * 4, "node": ["n"] * 4, "gpu_uuid": ["GPU-a"] * 4, "model": ["NVIDIA L4"] * 4,
-        "pod": [None, "p", "p", None],
-        "util_gpu_pct": [0.0, 50.0, 100.0, 0.0],
-        "sm_active_ratio": [None, None, None, None],
-        "mem_used_bytes": [0, 2**30, 2**31, 0],
-        "power_w": [100.0, 200.0, 300.0, 16.0],
-    }, schema_overrides={"sm_active_ratio": pl.Float32, "power_w": pl.Float32, "util_gpu_pct": pl.Float32})
+    samples = pl.LazyFrame(
+        {
+            "ts": [at(10), at(10, 0, 30), at(10, 1), at(11, 5)],
+            "cluster": ["c"] * 4,
+            "node": ["n"] * 4,
+            "gpu_uuid": ["GPU-a"] * 4,
+            "model": ["NVIDIA L4"] * 4,
+            "pod": [None, "p", "p", None],
+            "util_gpu_pct": [0.0, 50.0, 100.0, 0.0],
+            "sm_active_ratio": [None, None, None, None],
+            "mem_used_bytes": [0, 2**30, 2**31, 0],
+            "power_w": [100.0, 200.0, 300.0, 16.0],
+        },
+        schema_overrides={"sm_active_ratio": pl.Float32, "power_w": pl.Float32, "util_gpu_pct": pl.Float32},
+    )
     got = gpu_hourly(samples).collect()
     assert got["hour"].to_list() == [at(10), at(11)]
     row = got.row(0, named=True)

@@ -1,5 +1,3 @@
-import polars as pl
-
 from collector.runner import Collector
 from collector.source import Batch
 from gpuledger.errors import SourceError
@@ -20,8 +18,17 @@ class Scripted:
     def collect(self, now_s):
         if self.fail:
             raise SourceError("endpoint refused the connection")
-        yield Batch("gpu_samples", {"ts": [int(now_s * 1e6)], "cluster": ["c"], "node": ["n1"],
-                                    "gpu_uuid": ["GPU-1"], "util_gpu_pct": [42.0], "source": ["scripted"]})
+        yield Batch(
+            "gpu_samples",
+            {
+                "ts": [int(now_s * 1e6)],
+                "cluster": ["c"],
+                "node": ["n1"],
+                "gpu_uuid": ["GPU-1"],
+                "util_gpu_pct": [42.0],
+                "source": ["scripted"],
+            },
+        )
 
     def close(self):
         pass
