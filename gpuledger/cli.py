@@ -83,6 +83,8 @@ def common(f):
         logging.basicConfig(
             level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        # apscheduler logs every job run at INFO; a line per scrape would drown what matters.
+        logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
         cfg = config_mod.load(config_path)
         if lake is None:
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
@@ -238,6 +240,45 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_ac
     click.echo(f"stopped after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
 
 
+def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
+    """An empty lake gets a backfilled history; a lake whose fleet stopped a while ago gets the gap filled."""
+    from collector.sim import state as sim_state
+    from collector.sim.backfill import backfill
+    from gpuledger.lake import has_data
+
+    cfg, sim = ctx.cfg, ctx.cfg.simulator
+    st = sim_state.load(ctx.lake, cfg.cluster)
+    now = time.time()
+    days = sim.backfill_days if backfill_days is None else backfill_days
+    if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
+        click.echo(f"empty lake: backfilling {days:g} days of a {sim.nodes}-node simulated fleet", err=True)
+        start, kw = (
+            now - days * 86400,
+            dict(nodes=sim.nodes, gpus_per_node=sim.gpus_per_node, models=sim.models, seed=sim.seed),
+        )
+    elif st is not None and now - st.written_until_s > 3 * interval_s:
+        click.echo(f"filling the {(now - st.written_until_s) / 3600:.2f} h since the fleet last ran", err=True)
+        start, kw = (
+            st.written_until_s,
+            dict(
+                nodes=st.nodes,
+                gpus_per_node=st.gpus_per_node,
+                models=st.models,
+                seed=st.seed,
+                load=st.load,
+                epoch_s=st.epoch_s,
+            ),
+        )
+    else:
+        return
+    t0 = time.perf_counter()
+    with _progress("backfill", kw["nodes"]) as bar:
+        r = backfill(cfg, ctx.lake, start, now, int(sim.backfill_step_s), progress=bar.update, **kw)
+    click.echo(
+        f"backfilled {r.samples:,} GPU samples and {r.jobs:,} jobs in {time.perf_counter() - t0:.1f} s", err=True
+    )
+
+
 # -- up -------------------------------------------------------------------------------------------------
 @main.command()
 @click.option(
@@ -257,10 +298,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
     from collector import sources
     from collector.runner import run_until_stopped
-    from collector.sim import state as sim_state
-    from collector.sim.backfill import backfill
     from gpuledger.compaction import compact
-    from gpuledger.lake import has_data
 
     has_gpu, why = sources.detect_gpu()
     if has_gpu and "nvml" in sources.AVAILABLE:
@@ -271,43 +309,9 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         reason = f"{why}, but this version has no NVML source yet" if has_gpu else why
         click.echo(f"collector: the simulated fleet, because {reason}", err=True)
 
-    cfg, sim = ctx.cfg, ctx.cfg.simulator
+    cfg = ctx.cfg
     if source == "sim":
-        st = sim_state.load(ctx.lake, cfg.cluster)
-        now = time.time()
-        days = sim.backfill_days if backfill_days is None else backfill_days
-        if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
-            click.echo(f"empty lake: backfilling {days:g} days of a {sim.nodes}-node simulated fleet", err=True)
-            with _progress("backfill", sim.nodes) as bar:
-                backfill(
-                    cfg,
-                    ctx.lake,
-                    now - days * 86400,
-                    now,
-                    int(sim.backfill_step_s),
-                    nodes=sim.nodes,
-                    gpus_per_node=sim.gpus_per_node,
-                    models=sim.models,
-                    seed=sim.seed,
-                    progress=bar.update,
-                )
-        elif st is not None and now - st.written_until_s > 3 * (interval_s or cfg.collector.interval_s):
-            click.echo(f"filling the {(now - st.written_until_s) / 3600:.1f} h since the fleet last ran", err=True)
-            with _progress("catch-up", st.nodes) as bar:
-                backfill(
-                    cfg,
-                    ctx.lake,
-                    st.written_until_s,
-                    now,
-                    int(sim.backfill_step_s),
-                    nodes=st.nodes,
-                    gpus_per_node=st.gpus_per_node,
-                    models=st.models,
-                    seed=st.seed,
-                    load=st.load,
-                    epoch_s=st.epoch_s,
-                    progress=bar.update,
-                )
+        _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)
 
     col = _build_collector(ctx, (source,))
     col.start()
