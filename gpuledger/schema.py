@@ -134,6 +134,7 @@ JOBS = Table(
         _c("queue", pl.String, "scheduler queue (e.g. Kueue LocalQueue)"),
         _c("gpu_model", pl.String, "requested or granted GPU model"),
         _c("gpus", pl.Float64, "GPUs requested; fractional for shared GPUs (0.5 = half a GPU)"),
+        _c("gpu_sharing", pl.String, "exclusive, fraction, time-sliced or mig"),
         _c("mig_profile", pl.String, "requested MIG profile, if any"),
         _c("submitted_at", UTC_US, "creation time, UTC"),
         _c("scheduled_at", UTC_US, "bound to a node, UTC"),

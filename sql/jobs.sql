@@ -13,6 +13,7 @@ SELECT
     queue,                                                  -- VARCHAR: scheduler queue (e.g. Kueue LocalQueue)
     gpu_model,                                              -- VARCHAR: requested or granted GPU model
     gpus,                                                   -- DOUBLE: GPUs requested; fractional for shared GPUs (0.5 = half a GPU)
+    gpu_sharing,                                            -- VARCHAR: exclusive, fraction, time-sliced or mig
     mig_profile,                                            -- VARCHAR: requested MIG profile, if any
     submitted_at,                                           -- TIMESTAMP WITH TIME ZONE: creation time, UTC
     scheduled_at,                                           -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC

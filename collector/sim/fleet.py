@@ -149,6 +149,7 @@ class Fleet:
             "queue": job.queue,
             "gpu_model": CATALOG[job.model_key].name,
             "gpus": job.gpus,
+            "gpu_sharing": "exclusive" if job.gpus >= 1 else "fraction",
             "submitted_at": int(job.submitted_s * US),
             "scheduled_at": int(a.start_s * US) if a else None,
             "started_at": int(a.run_s * US) if a else None,
