@@ -9,7 +9,7 @@ from collector.source import Source
 from gpuledger.config import SOURCE_NAMES, Config
 from gpuledger.errors import SourceError
 
-AVAILABLE = ("sim",)  # nvml, dcgm, prometheus, k8s land with the collectors issue
+AVAILABLE = ("sim", "k8s")
 
 
 def make(name: str, cfg: Config, lake: Path, now_s: float) -> Source:
@@ -17,6 +17,12 @@ def make(name: str, cfg: Config, lake: Path, now_s: float) -> Source:
         from collector.sim_source import SimSource
 
         return SimSource(cfg, lake, now_s)
+    if name == "k8s":
+        try:
+            from collector.k8s_source import K8sSource
+        except ImportError as e:
+            raise SourceError(f"source 'k8s' needs the kubernetes client: pip install 'gpuledger[k8s]' ({e})") from e
+        return K8sSource(cfg)
     if name in SOURCE_NAMES:
         raise SourceError(f"source {name!r} is not available in this version (available: {', '.join(AVAILABLE)})")
     raise SourceError(f"unknown source {name!r} (known: {', '.join(SOURCE_NAMES)})")
