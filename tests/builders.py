@@ -49,11 +49,15 @@ def derived_pending_unschedulable() -> dict:
     d["spec"].pop("nodeName", None)
     d["status"] = {
         "phase": "Pending",
-        "conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "lastTransitionTime": "2024-03-31T09:03:25Z",
-            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
-        }],
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": "2024-03-31T09:03:25Z",
+                "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+            }
+        ],
     }
     return d
 
@@ -66,8 +70,14 @@ def derived_terminated(reason: str, exit_code: int, phase: str = "Failed", pod_r
         d["status"]["reason"] = pod_reason
     cs = d["status"]["containerStatuses"][0]
     started = cs["state"]["running"]["startedAt"]
-    cs["state"] = {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started,
-                                  "finishedAt": "2024-03-31T10:03:27Z"}}
+    cs["state"] = {
+        "terminated": {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": started,
+            "finishedAt": "2024-03-31T10:03:27Z",
+        }
+    }
     return d
 
 

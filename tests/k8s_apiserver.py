@@ -130,9 +130,19 @@ class RecordedApiServer:
                     self.wfile.flush()
 
                 if since < server.compacted_below:
-                    send({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                                      "message": f"too old resource version: {since}",
-                                                      "reason": "Expired", "code": 410}})
+                    send(
+                        {
+                            "type": "ERROR",
+                            "object": {
+                                "kind": "Status",
+                                "apiVersion": "v1",
+                                "status": "Failure",
+                                "message": f"too old resource version: {since}",
+                                "reason": "Expired",
+                                "code": 410,
+                            },
+                        }
+                    )
                 else:
                     sent = since
                     deadline = time.time() + server.hold_s

@@ -2,12 +2,13 @@ import datetime as dt
 
 import polars as pl
 import pytest
-from conftest import END, make_lake
 from polars.testing import assert_frame_equal
 
 from analytics.gpu_hourly import gpu_hourly
 from analytics.runner import run, watermark
 from gpuledger.lake import scan, table_files
+
+from conftest import END, make_lake
 
 UTC = dt.timezone.utc
 

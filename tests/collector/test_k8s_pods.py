@@ -5,8 +5,9 @@ import datetime as dt
 
 import pytest
 
-import builders
 from collector.k8s.pods import BadQuantity, gpu_request, job_row, mig_share, status_and_reason, top_owner
+
+import builders
 
 TENANTS = {"runai-reservation": "platform", "runai-pa": "vision", "runai-team-a": "nlp"}
 
@@ -52,8 +53,17 @@ def test_mig_pod_from_annotation():
 
 # A compute-instance profile (1c.3g.71gb: 1 compute slice of a 3-slice GPU instance, as on the H200 capture
 # where 1c.3g and 2c.3g share one GI) holds its compute slices: 1c + 2c = the GI's 3/7.
-@pytest.mark.parametrize("profile,share", [("1g.10gb", 1 / 7), ("3g.40gb", 3 / 7), ("7g.80gb", 1.0),
-                                           ("1c.3g.71gb", 1 / 7), ("2c.3g.71gb", 2 / 7), ("1g.10gb+me", 1 / 7)])
+@pytest.mark.parametrize(
+    "profile,share",
+    [
+        ("1g.10gb", 1 / 7),
+        ("3g.40gb", 3 / 7),
+        ("7g.80gb", 1.0),
+        ("1c.3g.71gb", 1 / 7),
+        ("2c.3g.71gb", 2 / 7),
+        ("1g.10gb+me", 1 / 7),
+    ],
+)
 def test_mig_profile_shares(profile, share):
     assert mig_share(profile) == pytest.approx(share)
 
@@ -88,12 +98,15 @@ def test_pending_unschedulable():
     assert r["scheduled_at"] is None and r["node"] is None and r["started_at"] is None
 
 
-@pytest.mark.parametrize("reason,code,phase,pod_reason,want", [
-    ("OOMKilled", 137, "Failed", None, ("failed", "OOMKilled")),
-    ("Error", 1, "Failed", None, ("failed", "Error")),
-    ("Completed", 0, "Succeeded", None, ("succeeded", "Completed")),
-    ("ContainerStatusUnknown", 137, "Failed", "Evicted", ("failed", "Evicted")),
-])
+@pytest.mark.parametrize(
+    "reason,code,phase,pod_reason,want",
+    [
+        ("OOMKilled", 137, "Failed", None, ("failed", "OOMKilled")),
+        ("Error", 1, "Failed", None, ("failed", "Error")),
+        ("Completed", 0, "Succeeded", None, ("succeeded", "Completed")),
+        ("ContainerStatusUnknown", 137, "Failed", "Evicted", ("failed", "Evicted")),
+    ],
+)
 def test_terminal_states(reason, code, phase, pod_reason, want):
     r = row(builders.deserialize(builders.derived_terminated(reason, code, phase, pod_reason)))
     assert (r["status"], r["reason"]) == want
@@ -108,8 +121,14 @@ def test_real_failed_pod_never_started_keeps_no_1970_start():
 
 def test_preempted_by_disruption_condition():
     d = builders.raw("pod_runai_reservation_nvidia-gpu-1_running")
-    d["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                                      "lastTransitionTime": "2024-03-31T09:30:00Z"})  # derived
+    d["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "lastTransitionTime": "2024-03-31T09:30:00Z",
+        }
+    )  # derived
     assert status_and_reason(builders.deserialize(d), deleted=False) == ("preempted", "PreemptionByScheduler")
 
 

@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-import builders
 from collector.k8s_source import K8sSource
 from gpuledger.config import Config, Tenant
+
+import builders
 from k8s_apiserver import RecordedApiServer
 
 CFG = Config(cluster="c", tenants=(Tenant("platform", ("runai-reservation",)),))
@@ -30,8 +31,11 @@ def drain(src):
 
 def collected(src):
     """Rows through the Source protocol, which starts the background watch on first use."""
-    return [dict(zip(b.columns, vals, strict=True)) for b in src.collect(0) for vals in zip(*b.columns.values(),
-                                                                                            strict=True)]
+    return [
+        dict(zip(b.columns, vals, strict=True))
+        for b in src.collect(0)
+        for vals in zip(*b.columns.values(), strict=True)
+    ]
 
 
 RUNNING = builders.raw("pod_runai_reservation_nvidia-gpu-1_running")
@@ -107,18 +111,35 @@ def test_bad_quantity_is_skipped_and_counted_the_rest_goes_on(api):
 
 def test_tenant_from_namespace_label_and_owner_chain_through_the_api(api):
     frac = builders.raw("pod_runai_fraction-0.5gpu_running")
-    api.namespaces["runai-pa"] = {"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": "runai-pa", "labels": {"gpuledger.io/tenant": "vision"}}}
+    api.namespaces["runai-pa"] = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "runai-pa", "labels": {"gpuledger.io/tenant": "vision"}},
+    }
     api.emit("ADDED", frac)
     job = builders.derived_with_limits({"nvidia.com/gpu": "2"})  # derived: a Job-owned pod
-    job["metadata"].update(uid="55555555-0000-4000-8000-000000000005", name="train-0", namespace="runai-pa",
-                           ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-                                             "uid": "j1", "controller": True}])
+    job["metadata"].update(
+        uid="55555555-0000-4000-8000-000000000005",
+        name="train-0",
+        namespace="runai-pa",
+        ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": True}],
+    )
     api.jobs[("runai-pa", "train")] = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "train", "namespace": "runai-pa",
-                     "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                                          "name": "llm", "uid": "js1", "controller": True}]},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "runai-pa",
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "llm",
+                    "uid": "js1",
+                    "controller": True,
+                }
+            ],
+        },
     }
     api.emit("ADDED", job)
     src = source(api)

@@ -4,7 +4,6 @@ from collections import defaultdict
 
 import numpy as np
 import polars as pl
-from conftest import END, make_lake
 from polars.testing import assert_frame_equal
 
 from collector.sim import state as sim_state
@@ -16,6 +15,8 @@ from collector.sim_source import SimSource
 from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
+
+from conftest import END, make_lake
 
 
 def test_same_seed_same_lake(tmp_path, small_lake):

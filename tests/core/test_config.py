@@ -2,10 +2,11 @@ import datetime as dt
 import re
 
 import pytest
-from conftest import REPO
 
 from gpuledger import config
 from gpuledger.errors import ConfigError
+
+from conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "config"
 

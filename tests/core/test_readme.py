@@ -3,9 +3,10 @@
 import re
 
 from click.testing import CliRunner
-from conftest import REPO
 
 from gpuledger.cli import main
+
+from conftest import REPO
 
 README = (REPO / "README.md").read_text()
 
