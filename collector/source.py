@@ -31,11 +31,9 @@ class Batch:
 
     @classmethod
     def from_rows(cls, table: str, rows: list[dict]) -> "Batch":
-        cols: dict[str, list] = {k: [] for k in rows[0]} if rows else {}
-        for r in rows:
-            for k in cols:
-                cols[k].append(r[k])
-        return cls(table, cols)
+        """Columns from row dicts; a key missing from some rows is None there (the union of keys is kept)."""
+        keys = dict.fromkeys(k for r in rows for k in r)
+        return cls(table, {k: [r.get(k) for r in rows] for k in keys})
 
 
 class Source(Protocol):

@@ -212,6 +212,22 @@ ADMISSION_DECISIONS = Table(
     ),
 )
 
+GPU_FIELDS = Table(
+    "gpu_fields",
+    "one GPU field per scrape that has no column in gpu_samples (long format, so no metric is thrown away)",
+    "ts",
+    (
+        _c("ts", UTC_US, "scrape time, UTC", False),
+        _CLUSTER,
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU (or MIG instance) UUID", False),
+        _c("field", pl.String, "source field name, e.g. DCGM_FI_DEV_PCIE_REPLAY_COUNTER", False),
+        _c("value", pl.Float64, "value as the source reports it (unit in the field's documentation)"),
+        _c("source", pl.String, "collector source", False),
+        _DATE,
+    ),
+)
+
 # Derived tables (written by analytics/, never by collectors).
 GPU_HOURLY = Table(
     "gpu_hourly",
@@ -235,7 +251,7 @@ GPU_HOURLY = Table(
     ),
 )
 
-RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
+RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (GPU_HOURLY,)
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
