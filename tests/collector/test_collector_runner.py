@@ -50,16 +50,47 @@ def test_scrape_flush_close(tmp_path):
     assert df["util_gpu_pct"].to_list() == [42.0] and df["source"].to_list() == ["scripted"]
 
 
-def test_a_failing_source_becomes_a_health_event_and_the_loop_goes_on(tmp_path):
-    col = make(tmp_path, Scripted(fail=True))
+def test_a_failing_source_becomes_a_health_event_and_is_retried_with_backoff(tmp_path):
+    now = [T]
+    src = Scripted(fail=True)
+    col = make(tmp_path, src, clock=lambda: now[0])
+    col.interval_s = 10
     col.start()
-    col.scrape_logged()
+    # Failures at T, T+10 (retry at once after the first), then waits of 20 s, 40 s: tries at T, T+10, T+30, T+70.
+    tried = []
+    for step in range(0, 80, 10):
+        now[0] = T + step
+        before = col.errors
+        col.scrape_logged()
+        if col.errors > before:
+            tried.append(step)
+    assert tried == [0, 10, 30, 70]
+    src.fail = False
+    now[0] = T + 150
+    col.scrape_logged()  # recovers: the failure count resets
+    now[0] = T + 160
     col.scrape_logged()
     col.close()
     ev = scan(tmp_path / "lake", "health_events").collect()
-    assert ev["kind"].to_list() == ["scrape_error"] * 2
+    assert ev["kind"].to_list() == ["scrape_error"] * 4
     assert ev["detail"][0] == "scripted: endpoint refused the connection"
-    assert col.errors == 2
+    assert scan(tmp_path / "lake", "gpu_samples").collect().height == 2
+
+
+def test_self_metrics(tmp_path):
+    from prometheus_client import generate_latest
+
+    col = make(tmp_path, Scripted())
+    col.start()
+    col.scrape()
+    col.scrape()
+    text = generate_latest(col.metrics.registry).decode()
+    assert 'gpuledger_rows_written_total{table="gpu_samples"} 2.0' in text
+    assert 'gpuledger_scrape_duration_seconds_count{source="scripted"} 2.0' in text
+    assert "gpuledger_spool_segments 1.0" in text
+    col.flush()
+    assert "gpuledger_flushes_total 1.0" in generate_latest(col.metrics.registry).decode()
+    col.close()
 
 
 def test_corrupt_spool_segment_is_reported_as_a_health_event(tmp_path):
