@@ -9,10 +9,25 @@ from collector.source import Source
 from gpuledger.config import SOURCE_NAMES, Config
 from gpuledger.errors import SourceError
 
-AVAILABLE = ("sim", "k8s")
+AVAILABLE = ("sim", "nvml", "k8s", "dcgm", "prometheus")
 
 
-def make(name: str, cfg: Config, lake: Path, now_s: float) -> Source:
+def make(name: str, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...] = ()) -> Source:
+    """Build one source by name; `urls` (from --url) override the config's for dcgm and prometheus."""
+    if name == "nvml":
+        from collector.nvml_source import NvmlSource
+
+        return NvmlSource(cfg)
+    if name == "dcgm":
+        from collector.dcgm_source import DcgmSource
+
+        return DcgmSource(cfg, urls or cfg.collector.dcgm_urls)
+    if name == "prometheus":
+        from collector.prometheus_source import PrometheusSource
+
+        if len(urls) > 1:
+            raise SourceError("prometheus: give one --url (the Prometheus server)")
+        return PrometheusSource(cfg, urls[0] if urls else cfg.collector.prometheus_url)
     if name == "sim":
         from collector.sim_source import SimSource
 

@@ -164,7 +164,7 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
 
 
 # -- collect --------------------------------------------------------------------------------------------
-def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None):
+def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = ()):
     from collector import sources
     from collector.runner import Collector
     from gpuledger.lake import LakeWriter
@@ -173,7 +173,7 @@ def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None):
     writer_id = ctx.cfg.collector.writer
     spool_dir = ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id
     now = time.time()
-    srcs = [sources.make(n, ctx.cfg, ctx.lake, now) for n in source_names]
+    srcs = [sources.make(n, ctx.cfg, ctx.lake, now, urls) for n in source_names]
     return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id, on_ack=on_ack)
 
 
@@ -205,12 +205,24 @@ def _stop_event() -> threading.Event:
     help="Seconds between spool flushes [config collector.flush_interval_s].",
 )
 @click.option(
+    "--url",
+    "urls",
+    multiple=True,
+    help="dcgm-exporter page(s) for --source dcgm (repeatable), or the Prometheus server for --source prometheus.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the collector's own /metrics on this port [config collector.metrics_port; 0 = off].",
+)
+@click.option(
     "--print-acks",
     is_flag=True,
     help="Print `ack <table> <rows> <first ts us>` on stdout once each batch is durable (for tests).",
 )
 @common
-def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_acks) -> None:
+def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, urls, metrics_port, print_acks) -> None:
     """Collect from the node's sources into the spool and the lake."""
     from collector.runner import run_until_stopped
 
@@ -219,8 +231,9 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_ac
         ts_col = batch.columns.get("ts") or batch.columns.get("updated_at") or batch.columns.get("last_seen")
         print(f"ack {batch.table} {batch.rows} {ts_col[0] if ts_col else first}", flush=True)
 
-    col = _build_collector(ctx, source_names or ctx.cfg.collector.sources, ack if print_acks else None)
+    col = _build_collector(ctx, source_names or ctx.cfg.collector.sources, ack if print_acks else None, urls)
     col.start()
+    _serve_metrics(col, ctx.cfg.collector.metrics_port if metrics_port is None else metrics_port)
     if once:
         col.scrape()
         col.close()
@@ -238,6 +251,19 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, print_ac
     finally:
         col.close()
     click.echo(f"stopped after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
+
+
+def _serve_metrics(col, port: int) -> None:
+    """The collector's own /metrics over HTTP (a daemon thread of prometheus-client), when a port is given."""
+    if not port:
+        return
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(port, registry=col.metrics.registry)
+    except OSError as e:
+        raise UsageError(f"--metrics-port {port}: cannot listen ({e.strerror})") from e
+    click.echo(f"collector metrics on http://0.0.0.0:{port}/metrics", err=True)
 
 
 def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
@@ -301,13 +327,8 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     from gpuledger.compaction import compact
 
     has_gpu, why = sources.detect_gpu()
-    if has_gpu and "nvml" in sources.AVAILABLE:
-        source = "nvml"
-        click.echo(f"collector: NVML ({why})", err=True)
-    else:
-        source = "sim"
-        reason = f"{why}, but this version has no NVML source yet" if has_gpu else why
-        click.echo(f"collector: the simulated fleet, because {reason}", err=True)
+    source = "nvml" if has_gpu else "sim"
+    click.echo(f"collector: NVML ({why})" if has_gpu else f"collector: the simulated fleet, because {why}", err=True)
 
     cfg = ctx.cfg
     if source == "sim":
@@ -315,6 +336,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
     col = _build_collector(ctx, (source,))
     col.start()
+    _serve_metrics(col, cfg.collector.metrics_port)
     iv = interval_s or cfg.collector.interval_s
 
     def jobs(sch) -> None:

@@ -47,6 +47,9 @@ class CollectorConfig:
     sources: tuple[str, ...] = ("sim",)
     node: str = ""  # writer id of this collector; empty = the host name
     spool_dir: Path | None = None  # default: <lake>/_spool/<node>
+    dcgm_urls: tuple[str, ...] = ()  # dcgm-exporter /metrics pages to scrape (source dcgm)
+    prometheus_url: str = ""  # Prometheus server holding DCGM series (source prometheus)
+    metrics_port: int = 0  # serve the collector's own /metrics here; 0 = off
 
     @property
     def writer(self) -> str:
@@ -160,7 +163,17 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         t = c.table(
             top["collector"],
             "collector",
-            {"interval_s", "flush_interval_s", "process_interval_s", "sources", "node", "spool_dir"},
+            {
+                "interval_s",
+                "flush_interval_s",
+                "process_interval_s",
+                "sources",
+                "node",
+                "spool_dir",
+                "dcgm_urls",
+                "prometheus_url",
+                "metrics_port",
+            },
         )
         num = (int, float)
         sources = c.get(t, "sources", "collector.sources", list, list(col.sources))
@@ -171,6 +184,22 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         if dup:
             c.bad("collector.sources", f"listed twice: {', '.join(map(str, dup))}")
         spool = c.get(t, "spool_dir", "collector.spool_dir", str, None)
+        urls = c.get(t, "dcgm_urls", "collector.dcgm_urls", list, [])
+        for i, u in enumerate(urls):
+            if not isinstance(u, str) or not u.startswith(("http://", "https://")):
+                c.bad(f"collector.dcgm_urls[{i}]", f"expected an http(s) URL, got {u!r}")
+        prom = c.get(t, "prometheus_url", "collector.prometheus_url", str, "")
+        if prom and not prom.startswith(("http://", "https://")):
+            c.bad("collector.prometheus_url", f"expected an http(s) URL, got {prom!r}")
+        port = c.get(
+            t,
+            "metrics_port",
+            "collector.metrics_port",
+            int,
+            0,
+            lambda v: 0 <= v <= 65535,
+            "must be a TCP port (0 = off)",
+        )
         col = CollectorConfig(
             interval_s=float(
                 c.get(t, "interval_s", "collector.interval_s", num, col.interval_s, _positive, "must be > 0")
@@ -200,6 +229,9 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
             sources=tuple(str(s) for s in sources),
             node=c.get(t, "node", "collector.node", str, ""),
             spool_dir=Path(spool) if spool else None,
+            dcgm_urls=tuple(u for u in urls if isinstance(u, str)),
+            prometheus_url=prom,
+            metrics_port=port,
         )
 
     sim = cfg.simulator

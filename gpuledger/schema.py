@@ -113,6 +113,7 @@ GPU_PROCESSES = Table(
         _c("used_mem_bytes", pl.Int64, "device memory used by the process"),
         _c("sm_util_pct", pl.Float32, "per-process SM utilization where supported"),
         _c("container", pl.String, "container id or name resolved from /proc/<pid>/cgroup"),
+        _c("pod_uid", pl.String, "pod UID from /proc/<pid>/cgroup (joins jobs.job_id of source k8s)"),
         _c("pod", pl.String, "pod, when resolvable"),
         _c("namespace", pl.String, "namespace, when resolvable"),
         _c("source", pl.String, "collector source", False),

@@ -13,6 +13,7 @@ SELECT
     used_mem_bytes,                                         -- BIGINT: device memory used by the process
     sm_util_pct,                                            -- FLOAT: per-process SM utilization where supported
     container,                                              -- VARCHAR: container id or name resolved from /proc/<pid>/cgroup
+    pod_uid,                                                -- VARCHAR: pod UID from /proc/<pid>/cgroup (joins jobs.job_id of source k8s)
     pod,                                                    -- VARCHAR: pod, when resolvable
     namespace,                                              -- VARCHAR: namespace, when resolvable
     source,                                                 -- VARCHAR: collector source

@@ -25,6 +25,8 @@ def test_help_on_everything(cli, cmd):
 def test_unknown_option_is_a_usage_error(cli):
     r = CliRunner().invoke(main, ["simulate", "--nodez", "3"])
     assert r.exit_code == 2 and "No such option '--nodez'" in r.output
+    r = CliRunner().invoke(main, ["collect", "--metrics-port", "99999"])
+    assert r.exit_code == 2 and "Invalid value for '--metrics-port'" in r.output
 
 
 def test_simulate_writes_the_lake_and_sql_reads_it(cli, tmp_path):
@@ -98,7 +100,8 @@ def test_env_var_names_the_lake(cli, tmp_path, monkeypatch, small_lake):
         (["sql", "--param", "oops", "SELECT 1"], "Error: usage error: --param 'oops': expected NAME=VALUE"),
         (["simulate", "--models", "H100,V100"], "Error: usage error: --models: unknown model(s) V100"),
         (["simulate", "--end", "yesterday"], "Error: usage error: --end 'yesterday' is not an ISO-8601 time"),
-        (["collect", "--source", "dcgm", "--once"], "Error: source error: source 'dcgm' is not available"),
+        (["collect", "--source", "dcgm", "--once"], "Error: source error: dcgm: no URL (give --url"),
+        (["collect", "--source", "nvml", "--once"], "Error: source error: nvml: NVML could not start"),
     ],
 )
 def test_user_mistakes_get_one_line_and_exit_1(tmp_path, args, message):

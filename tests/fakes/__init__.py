@@ -1,0 +1,1 @@
+"""Test doubles for hardware boundaries (the fake pynvml module and the real nvidia-smi captures that script it)."""
