@@ -24,7 +24,7 @@ PARSERS = [parse_fast, parse_reference]
 
 
 def outcome(parser, text):
-    """What a parser made of a page, comparable with ==: NaN stands for itself, other values as floats."""
+    """What a parser made of a page, comparable with ==; NaN stands for itself. Any other exception fails."""
     try:
         samples = parser(text)
     except ExpositionError as e:
