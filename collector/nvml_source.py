@@ -111,6 +111,19 @@ class NvmlSource:
                         self._event(ts, self._uuid_or_index(i), "lost", None, f"GPU {i}: {type(e).__name__}: {e}")
                     )
                 continue
+            except nvml.NVMLError as e:
+                # Any other NVML error (Timeout, InsufficientPower, Memory, ...): this GPU's scrape failed, the
+                # others go on, and the reason is on record.
+                events.append(
+                    self._event(
+                        ts,
+                        self._uuid_or_index(i),
+                        "scrape_error",
+                        getattr(e, "value", None),
+                        f"GPU {i}: {type(e).__name__}: {e}",
+                    )
+                )
+                continue
             if i in self.lost:
                 self.lost.discard(i)
                 events.append(self._event(ts, row["gpu_uuid"], "recovered", None, f"GPU {i} answers NVML again"))
@@ -183,6 +196,8 @@ class NvmlSource:
             "gpu_uuid": uuid,
             "gpu_index": i,
             "model": nvml.nvmlDeviceGetName(h),
+            "pci_bus_id": _bus_id(opt(nvml.nvmlDeviceGetPciInfo, h)),
+            "driver_version": self.driver,
             "util_gpu_pct": float(util.gpu) if util is not None else None,
             "util_mem_pct": float(util.memory) if util is not None else None,
             "mem_used_bytes": used,
@@ -344,6 +359,13 @@ class NvmlSource:
             nvml.nvmlShutdown()
         except nvml.NVMLError:
             pass  # already shut down or never fully started: nothing left to release
+
+
+def _bus_id(pci) -> str | None:
+    if pci is None:
+        return None
+    bus = pci.busId
+    return bus.decode() if isinstance(bus, bytes) else bus
 
 
 def _f(v) -> float | None:

@@ -12,6 +12,8 @@ SELECT
     parent_gpu_uuid,                                        -- VARCHAR: physical GPU UUID of a MIG instance, null otherwise
     mig_profile,                                            -- VARCHAR: MIG profile such as 1g.10gb, null when not MIG
     model,                                                  -- VARCHAR: product name, e.g. NVIDIA H100 80GB HBM3
+    pci_bus_id,                                             -- VARCHAR: PCI bus id, e.g. 00000000:53:00.0
+    driver_version,                                         -- VARCHAR: NVIDIA driver version
     util_gpu_pct,                                           -- FLOAT: percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL)
     util_mem_pct,                                           -- FLOAT: percent of time device memory was read or written
     sm_active_ratio,                                        -- FLOAT: fraction of SM cycles with a warp resident (DCGM_FI_PROF_SM_ACTIVE)

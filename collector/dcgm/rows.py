@@ -48,6 +48,8 @@ class GpuKey:
     parent_gpu_uuid: str | None
     mig_profile: str | None
     model: str | None
+    pci_bus_id: str | None
+    driver_version: str | None
     pod: str | None
     namespace: str | None
     container: str | None
@@ -79,6 +81,8 @@ def gpu_key(labels: Mapping[str, str], default_node: str | None, via_prometheus:
         parent_gpu_uuid=uuid if gi else None,
         mig_profile=labels.get("GPU_I_PROFILE") if gi else None,
         model=labels.get("modelName"),
+        pci_bus_id=labels.get("pci_bus_id"),
+        driver_version=labels.get("DCGM_FI_DRIVER_VERSION"),
         pod=pod,
         namespace=namespace,
         container=container,
@@ -164,6 +168,8 @@ class RowBuilder:
             "parent_gpu_uuid": k.parent_gpu_uuid,
             "mig_profile": k.mig_profile,
             "model": k.model,
+            "pci_bus_id": k.pci_bus_id,
+            "driver_version": k.driver_version,
             "source": self.source,
             "pod": k.pod,
             "namespace": k.namespace,

@@ -22,6 +22,7 @@ MIB = 1 << 20
 CONTEXT_BYTES = 512 * MIB  # CUDA context + allocator slack that NVML counts per process
 GPU_IDLE, SW_POWER_CAP, SW_THERMAL = 0x1, 0x4, 0x20  # NVML clocks event reason bits
 THROTTLE_TEMP_C = 80.0
+SIM_DRIVER = "sim-590.48.01"  # says what produced the row; the version is the one of the captures we model
 
 # Rare health events per GPU-day, and the Xid codes seen most in fleets (NVIDIA Xid catalog).
 P_XID, P_ECC, P_LOST = 0.004, 0.003, 0.0003
@@ -169,6 +170,10 @@ def node_window(
             "gpu_uuid": uuids.gather(gidx),
             "gpu_index": gidx,
             "model": pl.repeat(spec.name, n * G, eager=True, dtype=pl.String),
+            "pci_bus_id": pl.Series([f"00000000:{0x18 + 0x10 * g:02X}:00.0" for g in range(G)], dtype=pl.String).gather(
+                gidx
+            ),
+            "driver_version": pl.repeat(SIM_DRIVER, n * G, eager=True, dtype=pl.String),
             "util_gpu_pct": flat(util).astype(np.float32),
             "util_mem_pct": flat(np.round(np.minimum(membw, 100.0))).astype(np.float32),
             "sm_active_ratio": flat(sm).astype(np.float32),

@@ -59,6 +59,7 @@ def test_h100_node_with_one_pod():
     assert held["power_w"] == pytest.approx(110.786) and held["temp_c"] == 29.0
     assert rows[0]["gpu_uuid"] == "GPU-81d79b08-40a0-40ae-3fc5-82b8ff8b8138"
     assert rows[0]["node"] == "ip-100-64-147-149.ec2.internal"
+    assert (rows[0]["pci_bus_id"], rows[0]["driver_version"]) == ("00000000:53:00.0", "580.105.08")
     assert "mem_used_bytes" not in rows[0]  # FB fields were not captured
 
 
@@ -151,3 +152,18 @@ def test_every_default_counter_has_a_destination():
 )
 def test_blank_values(field, value, blank):
     assert is_blank(field, value) is blank
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.prom")))
+def test_every_capture_maps_every_sample(name):
+    """No sample is dropped: each lands in a column, in gpu_fields, or (Xid) is a known event source."""
+    from collector.dcgm.fields import XID_COUNT
+    from collector.dcgm.rows import RowBuilder as RB
+
+    ss = samples(name)
+    page = RB("c").rows(ss, TS, default_node="fallback")
+    names = [n.removesuffix("_total") for n, _, _ in ss]
+    in_columns = sum(1 for n in names if n in COLUMNS or n == FB_FREE)
+    events_or_labels = sum(1 for n in names if n in (XID, XID_COUNT) or n in LABEL_FIELDS)
+    assert in_columns + len(page.fields) + events_or_labels == len(ss)
+    assert page.samples and all(r["gpu_uuid"] for r in page.samples)

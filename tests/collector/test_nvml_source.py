@@ -32,6 +32,7 @@ def test_h100_values_and_units_from_the_capture():
     assert [r["gpu_index"] for r in gpus] == list(range(8)) and len({r["gpu_uuid"] for r in gpus}) == 8
     g = gpus[0]
     assert g["model"] == "NVIDIA H100 80GB HBM3" and g["node"] == "node-a" and g["source"] == "nvml"
+    assert g["pci_bus_id"] == "00000000:00:09.0" and g["driver_version"] == "590.48.01"  # the capture's bus and driver
     assert g["mem_total_bytes"] == 81559 * MIB  # memory.total [MiB] in the capture
     assert g["mem_used_bytes"] == 19818 * MIB and g["mem_reserved_bytes"] == 479 * MIB  # v2: used excludes reserved
     assert g["power_w"] == pytest.approx(631.95)  # NVML says 631950 mW
@@ -166,3 +167,31 @@ def test_cgroup_paths(text, pod, container):
 
     ref = parse_cgroup(text)
     assert (ref.pod_uid, ref.container_id) == (pod, container)
+
+
+ALL_CODES = sorted({v for k, v in vars(pynvml).items() if k.startswith("NVML_ERROR_") and isinstance(v, int)})
+
+
+@pytest.mark.parametrize("code", ALL_CODES)
+def test_every_nvml_error_code_is_handled(code):
+    """Whatever NVML raises for one GPU, the scrape does not crash and the other GPU's row is written."""
+    nvml = fleets.h100_node(2)
+    src = NvmlSource(CFG, nvml=nvml)
+    real = nvml.nvmlDeviceGetTemperature
+    bad = nvml.devices[1].uuid
+
+    def temperature(handle, sensor):
+        if nvml.nvmlDeviceGetUUID(handle) == bad:
+            raise pynvml.NVMLError(code)
+        return real(handle, sensor)
+
+    nvml.nvmlDeviceGetTemperature = temperature
+    got = scrape(src)
+    by_uuid = {r["gpu_uuid"]: r for r in got["gpu_samples"]}
+    assert by_uuid[nvml.devices[0].uuid]["temp_c"] == 59.0
+    events = got.get("health_events", [])
+    if bad in by_uuid:  # a "this field is missing" error: null, never zero
+        assert by_uuid[bad]["temp_c"] is None and not events
+    else:
+        (ev,) = events
+        assert ev["gpu_uuid"] == bad and ev["kind"] in ("lost", "scrape_error")
