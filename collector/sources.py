@@ -43,20 +43,20 @@ def make(name: str, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]
     raise SourceError(f"unknown source {name!r} (known: {', '.join(SOURCE_NAMES)})")
 
 
-def detect_gpu(nvml=None) -> tuple[bool, str]:
-    """Is there an NVIDIA GPU we can read through NVML? Returns (yes, why) for `gpuledger up` to print."""
+def open_nvml(cfg: Config, nvml=None):
+    """The NVML source when this machine has a GPU NVML can read, else None; and why, for `gpuledger up` to say.
+
+    NVML is initialised here and the source keeps it: once per process, as NVIDIA recommends.
+    """
     try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
+        from collector.nvml_source import NvmlSource
+
+        src = NvmlSource(cfg, nvml=nvml)
     except ImportError:
-        return False, "the nvidia-ml-py package (pynvml) is not installed"
-    except Exception as e:  # pynvml raises NVMLError subclasses built at run time
-        return False, f"NVML could not start ({type(e).__name__}: {e}): no NVIDIA driver on this machine"
-    try:
-        count = nvml.nvmlDeviceGetCount()
-    finally:
-        nvml.nvmlShutdown()
-    if count == 0:
-        return False, "NVML started but reports no GPU"
-    return True, f"NVML reports {count} GPU(s)"
+        return None, "the nvidia-ml-py package (pynvml) is not installed"
+    except SourceError as e:
+        return None, f"{e}: no usable NVIDIA driver on this machine"
+    if src.count == 0:
+        src.close()
+        return None, "NVML started but reports no GPU"
+    return src, f"NVML reports {src.count} GPU(s), driver {src.driver}"

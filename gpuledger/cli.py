@@ -164,7 +164,8 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
 
 
 # -- collect --------------------------------------------------------------------------------------------
-def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = ()):
+def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = (), built=()):
+    """A Collector over the named sources (plus any already built, e.g. the NVML source `up` opened)."""
     from collector import sources
     from collector.runner import Collector
     from gpuledger.lake import LakeWriter
@@ -173,7 +174,7 @@ def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls:
     writer_id = ctx.cfg.collector.writer
     spool_dir = ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id
     now = time.time()
-    srcs = [sources.make(n, ctx.cfg, ctx.lake, now, urls) for n in source_names]
+    srcs = [*built, *(sources.make(n, ctx.cfg, ctx.lake, now, urls) for n in source_names)]
     return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id, on_ack=on_ack)
 
 
@@ -326,15 +327,17 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     from collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
-    has_gpu, why = sources.detect_gpu()
-    source = "nvml" if has_gpu else "sim"
-    click.echo(f"collector: NVML ({why})" if has_gpu else f"collector: the simulated fleet, because {why}", err=True)
+    nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
+    source = "nvml" if nvml_source else "sim"
+    click.echo(
+        f"collector: NVML ({why})" if nvml_source else f"collector: the simulated fleet, because {why}", err=True
+    )
 
     cfg = ctx.cfg
     if source == "sim":
         _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)
 
-    col = _build_collector(ctx, (source,))
+    col = _build_collector(ctx, () if nvml_source else ("sim",), built=(nvml_source,) if nvml_source else ())
     col.start()
     _serve_metrics(col, cfg.collector.metrics_port)
     iv = interval_s or cfg.collector.interval_s

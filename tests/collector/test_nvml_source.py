@@ -5,7 +5,7 @@ import pynvml
 import pytest
 
 from collector.nvml_source import NvmlSource
-from collector.sources import detect_gpu
+from collector.sources import open_nvml
 from gpuledger.config import CollectorConfig, Config
 from gpuledger.errors import SourceError
 
@@ -137,10 +137,15 @@ def test_library_not_found_is_a_clear_error_and_up_falls_back():
     nvml.fail_init(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     with pytest.raises(SourceError, match="nvml: NVML could not start \\(NVMLError_LibraryNotFound"):
         NvmlSource(CFG, nvml=nvml)
-    ok, why = detect_gpu(nvml)
-    assert not ok and "LibraryNotFound" in why
-    ok, why = detect_gpu(fleets.h100_node(2))
-    assert ok and why == "NVML reports 2 GPU(s)"
+    nvml = fleets.t4()
+    nvml.fail_init(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    src, why = open_nvml(CFG, nvml)
+    assert src is None and "LibraryNotFound" in why and "no usable NVIDIA driver" in why
+    nvml = fleets.h100_node(2)
+    src, why = open_nvml(CFG, nvml)
+    assert src is not None and why == "NVML reports 2 GPU(s), driver 590.48.01"
+    assert nvml.calls["nvmlInit"] + nvml.calls["nvmlInitWithFlags"] == 1  # and the source keeps it
+    src.close()
 
 
 @pytest.mark.parametrize(
