@@ -1,8 +1,10 @@
 """Runs the analytics jobs over the lake: incremental (a watermark per job) and idempotent.
 
-Each run recomputes every (UTC day, node) partition touched since the watermark minus a look-back (late
-samples from a spool flush land within it) and rewrites that partition's single output file. The same input
-gives the same file, so re-running a window changes nothing.
+Telemetry jobs (gpu_hourly) recompute every (UTC day, node) partition touched since the watermark minus a
+look-back (late samples from a spool flush land within it) and rewrite that partition's single output file.
+Job-level tables (job_stats, gpu_allocations) are small next to telemetry (one row per job, not per sample):
+they are recomputed whole each run, and files of partitions a job left (its node was set when it was bound)
+are removed after the new ones are in place. The same input gives the same files, so re-running changes nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +17,20 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.allocation import allocations, gpu_of_pod
 from analytics.gpu_hourly import gpu_hourly
+from analytics.jobs import job_stats
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config
-from gpuledger.lake import LakeWriter, Partition, scan
+from gpuledger.lake import LakeWriter, Partition, has_data, scan
 
 LOOKBACK_S = 2 * 3600
 JOBS = {"gpu_hourly": ("gpu_samples", gpu_hourly)}
+# Recomputed whole: name -> compute(lake, now) returning the table's rows.
+WHOLE = {
+    "job_stats": lambda lake, now: job_stats(scan(lake, "jobs"), now),
+    "gpu_allocations": lambda lake, now: allocations(scan(lake, "jobs"), now, gpu_of_pod(scan(lake, "gpu_samples"))),
+}
 
 
 @dataclass
@@ -63,7 +72,28 @@ def run(lake: Path, until_s: float | None = None, from_s: float | None = None) -
             writer.write_partition(Partition(job, date, node or "_none"), part.drop("date", "node"), job)
         write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
         reports.append(RunReport(job, (d1 - d0).days + 1, out.height))
+    now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+    if has_data(lake, "jobs"):
+        for job, compute in WHOLE.items():
+            reports.append(_run_whole(lake, writer, job, compute(lake, now)))
     return reports
+
+
+def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:
+    from gpuledger import schema
+
+    t = schema.table(job)
+    out = lf.with_columns(pl.col(t.time_column).dt.date().alias("date")).collect()
+    written = set()
+    for (date, node), part in out.partition_by(["date", "node"], as_dict=True).items():
+        written.add(
+            writer.write_partition(Partition(job, date, node or schema.NO_NODE), part.drop("date", "node"), job)
+        )
+    for old in Path(lake, job).glob(f"date=*/node=*/part-{job}.parquet"):
+        if old not in written:
+            old.unlink()  # a partition this table no longer has rows in (e.g. a job that got its node)
+    days = out["date"].n_unique() if out.height else 0
+    return RunReport(job, days, out.height)
 
 
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:

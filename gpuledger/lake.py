@@ -96,8 +96,9 @@ def frame_from_columns(table_name: str, columns: dict[str, list]) -> pl.DataFram
 
 
 def frame_from_rows(table_name: str, rows: list[dict]) -> pl.DataFrame:
-    cols: dict[str, list] = {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
-    return frame_from_columns(table_name, cols)
+    """Typed frame from row dicts; a key missing from some rows is null there (the union of keys is kept)."""
+    keys = dict.fromkeys(k for r in rows for k in r)
+    return frame_from_columns(table_name, {k: [r.get(k) for r in rows] for k in keys})
 
 
 class LakeWriter:

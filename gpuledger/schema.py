@@ -254,8 +254,58 @@ GPU_HOURLY = Table(
     ),
 )
 
+JOB_STATS = Table(
+    "job_stats",
+    "one job (its latest state) with its wait, run time and GPU-hours",
+    "submitted_at",
+    (
+        _CLUSTER,
+        _c("job_id", pl.String, "job id", False),
+        _c("tenant", pl.String, "tenant"),
+        _c("namespace", pl.String, "Kubernetes namespace"),
+        _c("queue", pl.String, "scheduler queue"),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("gpus", pl.Float64, "GPUs requested (fractional for shares)"),
+        _c("gpu_sharing", pl.String, "exclusive, fraction, time-sliced or mig"),
+        _c("status", pl.String, "latest status", False),
+        _c("reason", pl.String, "why it ended or waits"),
+        _NODE,
+        _c("submitted_at", UTC_US, "creation time, UTC", False),
+        _c("scheduled_at", UTC_US, "bound to a node, UTC"),
+        _c("finished_at", UTC_US, "ended, UTC"),
+        _c("size_bucket", pl.String, "<1, 1, 2, 3-4, 5-8, >8 GPUs"),
+        _c("queue_s", pl.Float64, "scheduled_at - submitted_at (for a pending job: so far)"),
+        _c("run_s", pl.Float64, "end - started_at (or scheduled_at); end = finished_at or the analysis time"),
+        _c("held_s", pl.Float64, "end - scheduled_at: how long it held its GPUs"),
+        _c("gpu_hours", pl.Float64, "gpus x held_s / 3600"),
+        _c("expansion", pl.Float64, "(queue_s + run_s) / run_s"),
+        _DATE,
+    ),
+)
+
+GPU_ALLOCATIONS = Table(
+    "gpu_allocations",
+    "one interval of one job holding one GPU (or a share of it)",
+    "start",
+    (
+        _CLUSTER,
+        _c("job_id", pl.String, "job id", False),
+        _c("tenant", pl.String, "tenant"),
+        _c("namespace", pl.String, "Kubernetes namespace"),
+        _c("pod", pl.String, "pod name"),
+        _NODE,
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("gpu_uuid", pl.String, "GPU or MIG UUID; null when neither the job nor telemetry names it"),
+        _c("share", pl.Float64, "share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)"),
+        _c("start", UTC_US, "bound, UTC", False),
+        _c("end", UTC_US, "released, UTC (the analysis time while still held)", False),
+        _c("open", pl.Boolean, "still held at the analysis time"),
+        _DATE,
+    ),
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
-DERIVED_TABLES = (GPU_HOURLY,)
+DERIVED_TABLES = (GPU_HOURLY, JOB_STATS, GPU_ALLOCATIONS)
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
 

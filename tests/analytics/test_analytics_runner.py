@@ -6,7 +6,7 @@ from polars.testing import assert_frame_equal
 
 from analytics.gpu_hourly import gpu_hourly
 from analytics.runner import run, watermark
-from gpuledger.lake import scan, table_files
+from gpuledger.lake import LakeWriter, scan, table_files
 
 from conftest import END, make_lake
 
@@ -66,3 +66,39 @@ def test_run_is_incremental_and_idempotent(tmp_path):
 
 def test_nothing_to_do_on_an_empty_lake(tmp_path):
     assert run(tmp_path, until_s=END) == []
+
+
+def test_job_tables_follow_a_job_from_pending_to_running(tmp_path):
+    from gpuledger.lake import frame_from_rows
+
+    lake = tmp_path / "lake"
+    w = LakeWriter(lake)
+    base = {
+        "cluster": "c",
+        "job_id": "j1",
+        "tenant": "t",
+        "gpus": 2.0,
+        "source": "test",
+        "submitted_at": int(at(10).timestamp() * 1e6),
+    }
+    w.write("jobs", frame_from_rows("jobs", [{**base, "updated_at": base["submitted_at"], "status": "pending"}]), "s1")
+    run(lake, until_s=at(11).timestamp())
+    (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)
+    assert (row["status"], row["node"], row["queue_s"]) == ("pending", None, 3600.0)  # waited 10:00 -> 11:00
+    assert scan(lake, "gpu_allocations").collect().height == 0  # not bound: holds nothing
+    bound = {
+        **base,
+        "updated_at": int(at(11).timestamp() * 1e6),
+        "status": "running",
+        "node": "n1",
+        "scheduled_at": int(at(11).timestamp() * 1e6),
+        "gpu_uuids": ["G1", "G2"],
+    }
+    w.write("jobs", frame_from_rows("jobs", [bound]), "s2")
+    run(lake, until_s=at(12).timestamp())
+    (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)  # one row: the pending one's file is gone
+    assert (row["status"], row["node"], row["queue_s"], row["gpu_hours"]) == ("running", "n1", 3600.0, 2.0)
+    assert [f.parent.name for f in table_files(lake, "job_stats")] == ["node=n1"]
+    alloc = scan(lake, "gpu_allocations").collect().sort("gpu_uuid")
+    assert alloc["gpu_uuid"].to_list() == ["G1", "G2"] and alloc["share"].to_list() == [1.0, 1.0]
+    assert alloc["open"].to_list() == [True, True]

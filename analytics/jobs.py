@@ -1,0 +1,79 @@
+"""Job-level figures: the latest state of each job, and per job its wait, run time, GPU-hours and size bucket.
+
+Pure functions: LazyFrames in, LazyFrames out (IO lives in analytics/runner.py). `now` closes open intervals
+(a running job has used its GPUs up to now; a pending job has waited up to now).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+FINAL = ("succeeded", "failed", "cancelled", "preempted")
+# Later states win a tie on updated_at (a job submitted and bound in the same instant).
+_RANK = pl.col("status").replace_strict({"pending": 0, "running": 1}, default=2, return_dtype=pl.Int8)
+
+
+def latest(jobs: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per (cluster, job_id): its newest state. The same rule as the `jobs` view in sql/jobs.sql."""
+    return (
+        jobs.with_columns(_RANK.alias("_rank"))
+        .sort("updated_at", "_rank")
+        .unique(subset=["cluster", "job_id"], keep="last", maintain_order=True)
+        .drop("_rank")
+    )
+
+
+def size_bucket(gpus: pl.Expr) -> pl.Expr:
+    """<1 (a share of a GPU), 1, 2, 3-4, 5-8, >8 GPUs."""
+    return (
+        pl.when(gpus < 1)
+        .then(pl.lit("<1"))
+        .when(gpus == 1)
+        .then(pl.lit("1"))
+        .when(gpus <= 2)
+        .then(pl.lit("2"))
+        .when(gpus <= 4)
+        .then(pl.lit("3-4"))
+        .when(gpus <= 8)
+        .then(pl.lit("5-8"))
+        .otherwise(pl.lit(">8"))
+    )
+
+
+def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
+    """Per job: queue_s, run_s, held_s (GPU held: bound -> end), gpu_hours, expansion factor, size bucket.
+
+    queue_s = scheduled_at - submitted_at (for a job still pending: now - submitted_at, flagged by status);
+    run_s = end - (started_at, else scheduled_at); held_s = end - scheduled_at; end = finished_at, else now;
+    gpu_hours = gpus x held_s / 3600; expansion = (queue_s + run_s) / run_s.
+    """
+    now_lit = pl.lit(now).dt.cast_time_unit("us")
+    end = pl.coalesce("finished_at", now_lit)
+    secs = lambda e: e.dt.total_microseconds() / 1e6  # noqa: E731 - a tiny local spelling helper
+    wait = secs(pl.coalesce("scheduled_at", end) - pl.col("submitted_at"))
+    run = secs(end - pl.coalesce("started_at", "scheduled_at"))
+    held = secs(end - pl.col("scheduled_at"))
+    return latest(jobs).select(
+        "cluster",
+        "job_id",
+        "tenant",
+        "namespace",
+        "queue",
+        "gpu_model",
+        "gpus",
+        "gpu_sharing",
+        "status",
+        "reason",
+        "node",
+        "submitted_at",
+        "scheduled_at",
+        "finished_at",
+        size_bucket(pl.col("gpus")).alias("size_bucket"),
+        wait.clip(lower_bound=0).alias("queue_s"),
+        run.clip(lower_bound=0).alias("run_s"),
+        held.clip(lower_bound=0).alias("held_s"),
+        (pl.col("gpus") * held.clip(lower_bound=0) / 3600).alias("gpu_hours"),
+        pl.when(run > 0).then((wait.clip(lower_bound=0) + run) / run).alias("expansion"),
+    )

@@ -1,0 +1,141 @@
+"""Job figures on a hand-made day of jobs, every expected number worked out by hand in the comments."""
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from analytics.allocation import allocations, gpu_of_pod
+from analytics.jobs import job_stats, latest
+from analytics.outcomes import failure_reasons, outcomes
+from analytics.queue_time import queue_depth, queue_stats
+from gpuledger.lake import conform, frame_from_rows
+
+UTC = dt.timezone.utc
+NOW = dt.datetime(2026, 11, 2, 13, 0, tzinfo=UTC)
+
+
+def t(h, m=0):
+    return int(dt.datetime(2026, 11, 2, h, m, tzinfo=UTC).timestamp() * 1_000_000)
+
+
+def state(job, at, status, **kw):
+    base = {"updated_at": at, "cluster": "c", "job_id": job, "status": status, "source": "test"}
+    return {**base, **kw}
+
+
+A = dict(tenant="vision", namespace="vision-train", pod="a", gpu_model="H100", gpus=2.0, submitted_at=t(10))
+B = dict(tenant="nlp", namespace="nlp", pod="b", gpu_model="H100", gpus=0.5, submitted_at=t(11))
+C = dict(
+    tenant="vision",
+    namespace="vision-dev",
+    pod="c",
+    gpu_model="H100",
+    gpus=1 / 7,
+    mig_profile="1g.10gb",
+    gpu_sharing="mig",
+    submitted_at=t(9),
+)
+D = dict(tenant="nlp", namespace="nlp", pod="d", gpu_model="H100", gpus=1.0, submitted_at=t(12))
+E = dict(tenant="nlp", namespace="nlp", pod="p-e", gpu_model="H100", gpus=1.0, submitted_at=t(12))
+ROWS = [
+    state("A", t(10), "pending", **A),
+    state("A", t(10, 10), "running", **A, scheduled_at=t(10, 10), started_at=t(10, 11), gpu_uuids=["G1", "G2"]),
+    state(
+        "A",
+        t(12, 10),
+        "succeeded",
+        **A,
+        scheduled_at=t(10, 10),
+        started_at=t(10, 11),
+        finished_at=t(12, 10),
+        gpu_uuids=["G1", "G2"],
+        reason="Completed",
+    ),
+    state("B", t(11), "running", **B, scheduled_at=t(11), started_at=t(11, 1), gpu_uuids=["G3"]),
+    state(
+        "B",
+        t(11, 31),
+        "failed",
+        **B,
+        scheduled_at=t(11),
+        started_at=t(11, 1),
+        finished_at=t(11, 31),
+        gpu_uuids=["G3"],
+        reason="OOMKilled",
+    ),
+    state("C", t(9, 30), "running", **C, scheduled_at=t(9, 30), gpu_uuids=["MIG-x"]),
+    state("D", t(12), "pending", **D),
+    state("E", t(12, 5), "running", **E, scheduled_at=t(12, 5), started_at=t(12, 5)),  # no gpu_uuids: k8s
+]
+
+
+@pytest.fixture
+def jobs():
+    return conform("jobs", frame_from_rows("jobs", ROWS)).lazy()  # the shape scan(lake, "jobs") gives
+
+
+def test_latest_state_per_job(jobs):
+    got = latest(jobs).collect().sort("job_id")
+    assert got["status"].to_list() == ["succeeded", "failed", "running", "pending", "running"]
+
+
+def test_job_stats_by_hand(jobs):
+    s = {r["job_id"]: r for r in job_stats(jobs, NOW).collect().iter_rows(named=True)}
+    a = s["A"]
+    assert a["queue_s"] == 600  # 10:10 - 10:00
+    assert a["run_s"] == 7140  # 12:10 - 10:11
+    assert a["held_s"] == 7200 and a["gpu_hours"] == pytest.approx(4.0)  # 2 GPUs x 2 h
+    assert a["expansion"] == pytest.approx((600 + 7140) / 7140)
+    assert s["B"]["gpu_hours"] == pytest.approx(0.5 * 1860 / 3600)  # half a GPU for 31 min
+    assert s["B"]["size_bucket"] == "<1"
+    c = s["C"]  # still running at 13:00: open intervals end at now
+    assert c["held_s"] == 3.5 * 3600 and c["gpu_hours"] == pytest.approx(0.5)  # 1/7 of a GPU x 3.5 h
+    assert c["run_s"] == 12600  # never reported started: run from binding
+    assert s["D"]["queue_s"] == 3600 and s["D"]["gpu_hours"] is None  # pending: waited 1 h so far, no GPU yet
+
+
+def test_queue_stats_by_tenant(jobs):
+    q = {r["tenant"]: r for r in queue_stats(job_stats(jobs, NOW), by=("tenant",)).collect().iter_rows(named=True)}
+    v = q["vision"]  # waits 600 (A) and 1800 (C)
+    assert v["jobs"] == 2 and v["wait_mean_s"] == 1200 and v["wait_max_s"] == 1800
+    assert v["wait_p50_s"] == 1200  # linear between the two
+    assert v["wait_p90_s"] == pytest.approx(600 + 0.9 * 1200)
+    n = q["nlp"]  # B waited 0, E 300; D is still pending and not counted
+    assert n["jobs"] == 2 and n["wait_p50_s"] == 150 and n["wait_p99_s"] == pytest.approx(0.99 * 300)
+
+
+def test_queue_depth(jobs):
+    d = queue_depth(job_stats(jobs, NOW), dt.datetime(2026, 11, 2, 9, tzinfo=UTC), NOW, "5m", by=()).collect()
+    at = {r["ts"]: r for r in d.iter_rows(named=True)}
+    assert at[dt.datetime(2026, 11, 2, 9, 0, tzinfo=UTC)]["pending_jobs"] == 1  # C waits 09:00-09:30
+    assert at[dt.datetime(2026, 11, 2, 10, 5, tzinfo=UTC)]["pending_jobs"] == 1  # A waits 10:00-10:10
+    assert dt.datetime(2026, 11, 2, 10, 10, tzinfo=UTC) not in at  # A bound at 10:10: nobody waits
+    assert at[dt.datetime(2026, 11, 2, 12, 0, tzinfo=UTC)]["pending_jobs"] == 2  # D and E
+    assert at[dt.datetime(2026, 11, 2, 12, 5, tzinfo=UTC)]["pending_gpus"] == 1.0  # E bound at 12:05; D waits
+
+
+def test_outcomes(jobs):
+    o = {r["tenant"]: r for r in outcomes(job_stats(jobs, NOW), by=("tenant",)).collect().iter_rows(named=True)}
+    assert (o["vision"]["jobs"], o["vision"]["succeeded"], o["vision"]["succeeded_rate"]) == (1, 1, 1.0)
+    assert o["nlp"]["failed"] == 1 and o["nlp"]["failed_gpu_hours"] == pytest.approx(0.5 * 1860 / 3600)
+    (r,) = failure_reasons(job_stats(jobs, NOW)).collect().iter_rows(named=True)
+    assert (r["tenant"], r["reason"], r["jobs"]) == ("nlp", "OOMKilled", 1)
+
+
+def test_allocations_whole_fraction_mig_and_telemetry(jobs):
+    samples = pl.LazyFrame(
+        {"cluster": ["c", "c"], "namespace": ["nlp", "nlp"], "pod": ["p-e", "p-e"], "gpu_uuid": ["G4", "G4"]}
+    )
+    a = allocations(jobs, NOW, gpu_of_pod(samples)).collect()
+    rows = sorted((r["job_id"], r["gpu_uuid"], round(r["share"], 6), r["open"]) for r in a.iter_rows(named=True))
+    assert rows == [
+        ("A", "G1", 1.0, False),
+        ("A", "G2", 1.0, False),  # 2 whole GPUs: 1.0 of each
+        ("B", "G3", 0.5, False),  # half of G3 (fraction)
+        ("C", "MIG-x", round(1 / 7, 6), True),  # a 1g MIG slice: 1/7, still held
+        ("E", "G4", 1.0, True),  # no gpu_uuids in its job row: telemetry saw pod p-e on G4
+    ]
+    # Without telemetry E keeps one row with no GPU, so its GPU-hours still count for nlp.
+    bare = allocations(jobs, NOW).collect().filter(pl.col("job_id") == "E")
+    assert bare["gpu_uuid"].to_list() == [None] and bare["share"].to_list() == [1.0]
