@@ -1,0 +1,191 @@
+"""Cost: GPU-hours priced by the rate card, per UTC day, tenant and GPU model, plus the idle capacity line.
+
+Rules (each has a hand-computed test in tests/analytics/test_cost.py):
+- Allocation intervals are split at UTC midnight and clipped to the reporting period; each day's piece is
+  priced at the rate in effect that day (rates change at midnight: `effective_from` is a date).
+- A share of a GPU is priced by its share: half a GPU for an hour is 0.5 GPU-hours; a 1g MIG slice 1/7.
+- Methods: `request` prices what was allocated; `max` prices max(allocated, used) per job, GPU and hour as in
+  the OpenCost specification, where a job's use of a GPU in an hour is the GPU's busy fraction times the job's
+  part of the shares on that GPU in that hour (so co-located jobs split what they used).
+- Idle capacity: fleet GPU-hours not allocated, priced at the same rates. Share-back policies: `none` (an idle
+  line with no tenant), `proportional` (to tenants by their cost that day and model), `platform` (to one tenant).
+- A GPU model with no rate is reported (`unpriced_models`), never priced at zero.
+
+Rate card models match a GPU model by exact name first, else by the longest rate name that appears as words in
+the GPU model name (`H100` prices "NVIDIA H100 80GB HBM3"), so a rate card can be written either way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+
+import polars as pl
+
+from gpuledger.config import Rate
+
+DAY_US = 86_400_000_000
+
+
+def match_model(model: str | None, rate_models: Iterable[str]) -> str | None:
+    if model is None:
+        return None
+    keys = list(rate_models)
+    if model in keys:
+        return model
+    words = f" {re.sub(r'[^a-z0-9.]+', ' ', model.lower())} "
+    hits = [k for k in keys if f" {re.sub(r'[^a-z0-9.]+', ' ', k.lower()).strip()} " in words]
+    return max(hits, key=len) if hits else None
+
+
+def rate_frame(rates: Iterable[Rate]) -> pl.DataFrame:
+    rows = [(r.gpu_model, r.usd_per_gpu_hour, r.effective_from) for r in rates]
+    return pl.DataFrame(
+        rows, schema={"rate_model": pl.String, "usd_per_gpu_hour": pl.Float64, "effective_from": pl.Date}, orient="row"
+    ).sort("rate_model", "effective_from")
+
+
+def split_days(allocs: pl.LazyFrame, start: dt.datetime, end: dt.datetime) -> pl.LazyFrame:
+    """One row per allocation piece within one UTC day of [start, end): columns date, gpu_hours (x share)."""
+    lo = pl.lit(start).dt.cast_time_unit("us")
+    hi = pl.lit(end).dt.cast_time_unit("us")
+    clipped = allocs.with_columns(
+        pl.max_horizontal(pl.col("start"), lo).alias("_s"), pl.min_horizontal(pl.col("end"), hi).alias("_e")
+    ).filter(pl.col("_e") > pl.col("_s"))
+    days = clipped.with_columns(
+        pl.date_ranges(pl.col("_s").dt.date(), (pl.col("_e") - pl.duration(microseconds=1)).dt.date()).alias("date")
+    ).explode("date")
+    day_start = pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    piece_s = pl.max_horizontal(pl.col("_s"), day_start)
+    piece_e = pl.min_horizontal(pl.col("_e"), day_start + pl.duration(days=1))
+    return days.with_columns(
+        ((piece_e - piece_s).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias("gpu_hours")
+    ).drop("_s", "_e")
+
+
+def _priced(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
+    """Attach the rate in effect on each row's date for its GPU model (null when the model has no rate)."""
+    models = frame.select("gpu_model").unique().collect()["gpu_model"].to_list()
+    mapping = pl.DataFrame(
+        {"gpu_model": models, "rate_model": [match_model(m, rates["rate_model"].unique().to_list()) for m in models]},
+        schema={"gpu_model": pl.String, "rate_model": pl.String},
+    )
+    f = frame.join(mapping.lazy(), on="gpu_model", how="left").sort("date")
+    return f.join_asof(
+        rates.lazy().sort("effective_from"),
+        left_on="date",
+        right_on="effective_from",
+        by="rate_model",
+        strategy="backward",
+    )
+
+
+def cost_daily(
+    allocs: pl.LazyFrame,
+    capacity: pl.LazyFrame,
+    rates: Iterable[Rate],
+    start: dt.datetime,
+    end: dt.datetime,
+    idle_policy: str = "proportional",
+    platform_tenant: str | None = None,
+    usage: pl.LazyFrame | None = None,
+    method: str = "request",
+) -> tuple[pl.DataFrame, list[str]]:
+    """Per (cluster, date, tenant, gpu_model): gpu_hours, cost_usd, idle_share_usd; and the unpriced models.
+
+    `capacity`: (cluster, date, gpu_model, gpu_hours) the fleet could give. `usage` (method max): (gpu_uuid,
+    hour, busy_ratio) per GPU-hour, e.g. from gpu_hourly.
+    """
+    if idle_policy not in ("none", "proportional", "platform"):
+        raise ValueError(f"idle_policy must be none, proportional or platform, got {idle_policy!r}")
+    if idle_policy == "platform" and not platform_tenant:
+        raise ValueError("idle_policy platform needs the tenant that carries idle cost")
+    rf = rate_frame(rates)
+    pieces = split_days(allocs, start, end)
+    if method == "max" and usage is not None:
+        pieces = _max_of_request_and_use(pieces, usage, start, end)
+    elif method not in ("request", "max"):
+        raise ValueError(f"method must be request or max, got {method!r}")
+    used = pieces.group_by("cluster", "date", "tenant", "gpu_model").agg(pl.col("gpu_hours").sum())
+    priced = _priced(used, rf).with_columns((pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"))
+    priced = priced.collect()
+    unpriced = sorted({m for m in priced.filter(pl.col("usd_per_gpu_hour").is_null())["gpu_model"] if m})
+    alloc_by_model = priced.group_by("cluster", "date", "gpu_model").agg(
+        pl.col("gpu_hours").sum().alias("allocated"), pl.col("cost_usd").sum().alias("model_cost")
+    )
+    idle = (
+        _priced(
+            capacity.filter(pl.col("date").is_between(start.date(), (end - dt.timedelta(microseconds=1)).date())), rf
+        )
+        .collect()
+        .join(alloc_by_model, on=["cluster", "date", "gpu_model"], how="left")
+        .with_columns((pl.col("gpu_hours") - pl.col("allocated").fill_null(0)).clip(lower_bound=0).alias("idle_hours"))
+        .with_columns((pl.col("idle_hours") * pl.col("usd_per_gpu_hour")).alias("idle_usd"))
+    )
+    unpriced = sorted(set(unpriced) | {m for m in idle.filter(pl.col("usd_per_gpu_hour").is_null())["gpu_model"] if m})
+    out = priced.select("cluster", "date", "tenant", "gpu_model", "gpu_hours", "cost_usd")
+    key = ["cluster", "date", "gpu_model"]
+    if idle_policy == "proportional":
+        shares = out.join(idle.select(*key, "idle_usd"), on=key, how="left").join(
+            alloc_by_model.select(*key, "model_cost"), on=key, how="left"
+        )
+        out = shares.with_columns(
+            pl.when(pl.col("model_cost") > 0)
+            .then(pl.col("idle_usd") * pl.col("cost_usd") / pl.col("model_cost"))
+            .otherwise(0.0)
+            .fill_null(0.0)
+            .alias("idle_share_usd")
+        ).drop("idle_usd", "model_cost")
+        # A day and model with idle capacity but no allocation at all has nobody to share it with.
+        orphan = idle.join(alloc_by_model.select(key), on=key, how="anti")
+        out = pl.concat([out, _idle_rows(orphan, None)], how="diagonal_relaxed")
+    else:
+        out = out.with_columns(pl.lit(0.0).alias("idle_share_usd"))
+        out = pl.concat(
+            [out, _idle_rows(idle, platform_tenant if idle_policy == "platform" else None)], how="diagonal_relaxed"
+        )
+        if idle_policy == "platform":
+            out = out.group_by("cluster", "date", "tenant", "gpu_model").agg(
+                pl.col("gpu_hours").sum(), pl.col("cost_usd").sum(), pl.col("idle_share_usd").sum()
+            )
+    return out.sort("date", "gpu_model", "tenant", nulls_last=True), unpriced
+
+
+def _idle_rows(idle: pl.DataFrame, tenant: str | None) -> pl.DataFrame:
+    return idle.filter(pl.col("idle_hours") > 0).select(
+        "cluster",
+        "date",
+        pl.lit(tenant, pl.String).alias("tenant"),
+        "gpu_model",
+        pl.lit(0.0).alias("gpu_hours"),
+        pl.lit(0.0).alias("cost_usd"),
+        pl.col("idle_usd").alias("idle_share_usd"),
+    )
+
+
+def _max_of_request_and_use(
+    pieces: pl.LazyFrame, usage: pl.LazyFrame, start: dt.datetime, end: dt.datetime
+) -> pl.LazyFrame:
+    """OpenCost's max(request, usage), per job, GPU and hour. Whole GPUs are never below their use (share 1.0
+    >= busy <= 1); a share can be: a quarter-GPU job that kept the GPU 60% busy alone is charged 0.6."""
+    hourly = (
+        pieces.with_columns(
+            pl.datetime_ranges(
+                pl.max_horizontal("start", pl.lit(start).dt.cast_time_unit("us")).dt.truncate("1h"),
+                pl.min_horizontal("end", pl.lit(end).dt.cast_time_unit("us")) - pl.duration(microseconds=1),
+                "1h",
+            ).alias("hour")
+        )
+        .explode("hour")
+        .filter(pl.col("hour").dt.date() == pl.col("date"))
+    )
+    total_share = hourly.group_by("gpu_uuid", "hour").agg(pl.col("share").sum().alias("_shares"))
+    joined = hourly.join(total_share, on=["gpu_uuid", "hour"], how="left").join(
+        usage.select("gpu_uuid", "hour", "busy_ratio"), on=["gpu_uuid", "hour"], how="left"
+    )
+    h_start = pl.max_horizontal(pl.col("start"), pl.col("hour"))
+    h_end = pl.min_horizontal(pl.col("end"), pl.col("hour") + pl.duration(hours=1))
+    frac = (h_end - h_start).dt.total_microseconds() / 3.6e9
+    used = pl.col("busy_ratio").fill_null(0) * pl.col("share") / pl.col("_shares")
+    return joined.with_columns((pl.max_horizontal(pl.col("share"), used) * frac).alias("gpu_hours"))

@@ -1,0 +1,126 @@
+"""Cost, by hand: a job across midnight, a rate change at midnight, a fractional and a MIG job, a tenant with two
+namespaces, idle capacity shared back three ways, the max(request, usage) method, and a model with no rate."""
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from analytics.cost import cost_daily, match_model
+from gpuledger.config import Rate
+
+UTC = dt.timezone.utc
+H100 = "NVIDIA H100 80GB HBM3"
+RATES = [Rate("H100", 2.0, dt.date(2026, 1, 1)), Rate("H100", 3.0, dt.date(2026, 11, 2))]  # +$1 from Nov 2
+
+
+def at(day, h, m=0):
+    return dt.datetime(2026, 11, day, h, m, tzinfo=UTC)
+
+
+def allocs(rows):
+    return pl.LazyFrame(
+        [
+            dict(cluster="c", job_id=j, tenant=t, namespace=ns, gpu_model=H100, gpu_uuid=g, share=s, start=a, end=b)
+            for j, t, ns, g, s, a, b in rows
+        ],
+        schema_overrides={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")},
+    )
+
+
+# A: vision, 1 GPU, Nov 1 22:00 -> Nov 2 02:00 (crosses midnight and the rate change)
+# B: nlp, half a GPU, Nov 2 10:00 -> 12:00
+# C: vision (its second namespace), a 1g MIG slice (1/7), Nov 2 05:00 -> 12:00
+ALLOCS = allocs(
+    [
+        ("A", "vision", "vision-train", "G1", 1.0, at(1, 22), at(2, 2)),
+        ("B", "nlp", "nlp", "G2", 0.5, at(2, 10), at(2, 12)),
+        ("C", "vision", "vision-dev", "MIG-1", 1 / 7, at(2, 5), at(2, 12)),
+    ]
+)
+# Two H100s for the whole of both days: 48 GPU-hours a day.
+CAPACITY = pl.LazyFrame(
+    {
+        "cluster": ["c", "c"],
+        "date": [dt.date(2026, 11, 1), dt.date(2026, 11, 2)],
+        "gpu_model": [H100, H100],
+        "gpu_hours": [48.0, 48.0],
+    }
+)
+PERIOD = (at(1, 0), dt.datetime(2026, 11, 3, tzinfo=UTC))
+
+
+def rows(df):
+    return {(r["date"].day, r["tenant"]): r for r in df.iter_rows(named=True)}
+
+
+def test_request_method_split_at_midnight_with_the_rate_of_each_day():
+    out, unpriced = cost_daily(ALLOCS, CAPACITY, RATES, *PERIOD, idle_policy="none")
+    r = rows(out)
+    assert unpriced == []
+    assert r[(1, "vision")]["gpu_hours"] == pytest.approx(2.0) and r[(1, "vision")]["cost_usd"] == pytest.approx(4.0)
+    # Nov 2, vision: A's 2 h at $3 = 6, plus C's 1/7 GPU x 7 h = 1 GPU-hour at $3 = 3 (two namespaces, one tenant)
+    assert r[(2, "vision")]["gpu_hours"] == pytest.approx(3.0) and r[(2, "vision")]["cost_usd"] == pytest.approx(9.0)
+    assert r[(2, "nlp")]["gpu_hours"] == pytest.approx(1.0) and r[(2, "nlp")]["cost_usd"] == pytest.approx(3.0)
+    # Idle, policy none: Nov 1: 48 - 2 = 46 h at $2 = 92; Nov 2: 48 - 4 = 44 h at $3 = 132, on a tenant-less line
+    assert r[(1, None)]["idle_share_usd"] == pytest.approx(92.0)
+    assert r[(2, None)]["idle_share_usd"] == pytest.approx(132.0)
+
+
+def test_idle_shared_back_in_proportion_to_cost():
+    out, _ = cost_daily(ALLOCS, CAPACITY, RATES, *PERIOD, idle_policy="proportional")
+    r = rows(out)
+    assert r[(1, "vision")]["idle_share_usd"] == pytest.approx(92.0)  # the only tenant on Nov 1
+    # Nov 2: 132 split by cost 9 : 3 -> vision 99, nlp 33
+    assert r[(2, "vision")]["idle_share_usd"] == pytest.approx(99.0)
+    assert r[(2, "nlp")]["idle_share_usd"] == pytest.approx(33.0)
+    assert (1, None) not in r and (2, None) not in r
+    total = out["cost_usd"].sum() + out["idle_share_usd"].sum()
+    assert total == pytest.approx(48 * 2.0 + 48 * 3.0)  # everything the fleet cost, no more, no less
+
+
+def test_idle_to_the_platform_tenant():
+    out, _ = cost_daily(ALLOCS, CAPACITY, RATES, *PERIOD, idle_policy="platform", platform_tenant="platform")
+    r = rows(out)
+    assert r[(1, "platform")]["idle_share_usd"] == pytest.approx(92.0)
+    assert r[(2, "platform")]["idle_share_usd"] == pytest.approx(132.0)
+    assert r[(2, "vision")]["idle_share_usd"] == 0.0
+
+
+def test_report_period_clips_intervals():
+    out, _ = cost_daily(ALLOCS, CAPACITY, RATES, at(2, 0), at(2, 1), idle_policy="none")
+    (vision,) = [x for x in out.iter_rows(named=True) if x["tenant"] == "vision"]
+    assert vision["gpu_hours"] == pytest.approx(1.0) and vision["cost_usd"] == pytest.approx(3.0)  # 00:00-01:00 of A
+
+
+def test_max_method_charges_use_above_the_request():
+    # B holds half of G2 alone and kept it 80% busy from 10:00 to 11:00, 20% from 11:00 to 12:00:
+    # hour 1: max(0.5, 0.8) = 0.8; hour 2: max(0.5, 0.2) = 0.5 -> 1.3 GPU-hours at $3 = 3.9
+    usage = pl.LazyFrame(
+        {"gpu_uuid": ["G2", "G2"], "hour": [at(2, 10), at(2, 11)], "busy_ratio": [0.8, 0.2]},
+        schema_overrides={"hour": pl.Datetime("us", "UTC")},
+    )
+    out, _ = cost_daily(ALLOCS, CAPACITY, RATES, *PERIOD, idle_policy="none", usage=usage, method="max")
+    nlp = rows(out)[(2, "nlp")]
+    assert nlp["gpu_hours"] == pytest.approx(1.3) and nlp["cost_usd"] == pytest.approx(3.9)
+
+
+def test_a_model_without_a_rate_is_reported_not_free():
+    a = ALLOCS.with_columns(pl.lit("Tesla T4").alias("gpu_model"))
+    out, unpriced = cost_daily(a, CAPACITY, RATES, *PERIOD, idle_policy="none")
+    assert unpriced == ["Tesla T4"]
+    assert out.filter(pl.col("gpu_model") == "Tesla T4")["cost_usd"].null_count() > 0  # null, never 0
+
+
+@pytest.mark.parametrize(
+    "model,keys,want",
+    [
+        ("NVIDIA H100 80GB HBM3", ["H100", "NVIDIA H100 80GB HBM3"], "NVIDIA H100 80GB HBM3"),  # exact wins
+        ("NVIDIA H100 80GB HBM3", ["H100", "H200"], "H100"),
+        ("NVIDIA H100 80GB HBM3", ["H100", "H100 80GB"], "H100 80GB"),  # the most specific
+        ("NVIDIA A100-SXM4-80GB", ["A100"], "A100"),
+        ("NVIDIA H100 80GB HBM3", ["H10"], None),  # whole words only
+    ],
+)
+def test_rate_card_model_matching(model, keys, want):
+    assert match_model(model, keys) == want
