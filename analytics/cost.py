@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import warnings
 from collections.abc import Iterable
 
 import polars as pl
@@ -64,7 +65,7 @@ def split_days(allocs: pl.LazyFrame, start: dt.datetime, end: dt.datetime) -> pl
     ).drop("_s", "_e")
 
 
-def _priced(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
+def _priced(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.DataFrame:
     """Attach the rate in effect on each row's date for its GPU model (null when the model has no rate)."""
     models = frame.select("gpu_model").unique().collect()["gpu_model"].to_list()
     mapping = pl.DataFrame(
@@ -72,13 +73,18 @@ def _priced(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
         schema={"gpu_model": pl.String, "rate_model": pl.String},
     )
     f = frame.join(mapping.lazy(), on="gpu_model", how="left").sort("date")
-    return f.join_asof(
+    joined = f.join_asof(
         rates.lazy().sort("effective_from"),
         left_on="date",
         right_on="effective_from",
         by="rate_model",
         strategy="backward",
+        check_sortedness=False,
     )
+    with warnings.catch_warnings():
+        # Both sides are sorted on the join keys just above; polars warns that it cannot check within `by` groups.
+        warnings.filterwarnings("ignore", "Sortedness of columns cannot be checked", UserWarning)
+        return joined.collect()
 
 
 def cost_daily(
@@ -109,7 +115,6 @@ def cost_daily(
         raise ValueError(f"method must be request or max, got {method!r}")
     used = pieces.group_by("cluster", "date", "tenant", "gpu_model").agg(pl.col("gpu_hours").sum())
     priced = _priced(used, rf).with_columns((pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"))
-    priced = priced.collect()
     unpriced = sorted({m for m in priced.filter(pl.col("usd_per_gpu_hour").is_null())["gpu_model"] if m})
     alloc_by_model = priced.group_by("cluster", "date", "gpu_model").agg(
         pl.col("gpu_hours").sum().alias("allocated"), pl.col("cost_usd").sum().alias("model_cost")
@@ -118,7 +123,6 @@ def cost_daily(
         _priced(
             capacity.filter(pl.col("date").is_between(start.date(), (end - dt.timedelta(microseconds=1)).date())), rf
         )
-        .collect()
         .join(alloc_by_model, on=["cluster", "date", "gpu_model"], how="left")
         .with_columns((pl.col("gpu_hours") - pl.col("allocated").fill_null(0)).clip(lower_bound=0).alias("idle_hours"))
         .with_columns((pl.col("idle_hours") * pl.col("usd_per_gpu_hour")).alias("idle_usd"))
