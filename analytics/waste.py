@@ -1,0 +1,85 @@
+"""Waste: GPU time allocated to a job while the GPU sat idle.
+
+The rule (configurable): an allocated GPU-hour is idle when the GPU's mean utilization in that hour is below
+`threshold_pct`; idle hours count as waste only inside a run of at least `window_h` consecutive idle hours of the
+same job on the same GPU (a pause between two training steps is not waste; a notebook parked for an afternoon
+is). Waste is in GPU-hours of the job's share of the GPU, so half a GPU idle for an hour is 0.5.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+DEFAULT_THRESHOLD_PCT = 5.0
+DEFAULT_WINDOW_H = 1
+
+
+def allocation_hours(allocs: pl.LazyFrame) -> pl.LazyFrame:
+    """Allocation intervals cut into UTC hours: hour, and the fraction of that hour held (x share)."""
+    hours = (
+        allocs.filter(pl.col("gpu_uuid").is_not_null())
+        .with_columns(
+            pl.datetime_ranges(
+                pl.col("start").dt.truncate("1h"), pl.col("end") - pl.duration(microseconds=1), "1h"
+            ).alias("hour")
+        )
+        .explode("hour")
+    )
+    h_start = pl.max_horizontal(pl.col("start"), pl.col("hour"))
+    h_end = pl.min_horizontal(pl.col("end"), pl.col("hour") + pl.duration(hours=1))
+    return hours.with_columns(((h_end - h_start).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias("gpu_hours"))
+
+
+def idle_allocated(
+    allocs: pl.LazyFrame,
+    hourly: pl.LazyFrame,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    window_h: int = DEFAULT_WINDOW_H,
+) -> pl.LazyFrame:
+    """Per job, GPU and hour: allocated gpu_hours, util, idle (below threshold), wasted (idle inside a long run)."""
+    h = allocation_hours(allocs).join(
+        hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean"), on=["gpu_uuid", "hour"], how="left"
+    )
+    # No telemetry for an hour is not evidence of idleness: it is neither idle nor busy (and never waste).
+    idle = (pl.col("util_gpu_pct_mean") < threshold_pct).fill_null(False)
+    run_id = (
+        (idle != idle.shift(1).over("job_id", "gpu_uuid", order_by="hour"))
+        .fill_null(True)
+        .cum_sum()
+        .over("job_id", "gpu_uuid", order_by="hour")
+    )
+    return (
+        h.with_columns(idle.alias("idle"))
+        .with_columns(run_id.alias("_run"))
+        .with_columns(pl.len().over("job_id", "gpu_uuid", "_run").alias("_run_len"))
+        .with_columns((pl.col("idle") & (pl.col("_run_len") >= window_h)).alias("wasted"))
+        .drop("_run", "_run_len")
+    )
+
+
+def waste_by(idle_hours: pl.LazyFrame, by: tuple[str, ...] = ("tenant",)) -> pl.LazyFrame:
+    """Allocated and wasted GPU-hours per group, and the wasted share."""
+    return (
+        idle_hours.group_by(*by)
+        .agg(
+            pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
+            pl.col("gpu_hours").filter(pl.col("wasted")).sum().alias("idle_gpu_hours"),
+        )
+        .with_columns((pl.col("idle_gpu_hours") / pl.col("allocated_gpu_hours")).alias("idle_share"))
+        .sort("idle_gpu_hours", descending=True)
+    )
+
+
+def top_offenders(idle_hours: pl.LazyFrame, n: int = 10) -> pl.LazyFrame:
+    """The jobs holding the most idle GPU-hours, with their tenant and how long their longest idle run was."""
+    return (
+        idle_hours.filter(pl.col("wasted"))
+        .group_by("job_id", "tenant", "namespace", "pod")
+        .agg(
+            pl.col("gpu_hours").sum().alias("idle_gpu_hours"),
+            pl.col("gpu_uuid").n_unique().alias("gpus"),
+            pl.col("hour").min().alias("idle_since"),
+        )
+        .sort("idle_gpu_hours", "job_id", descending=[True, False])
+        .head(n)
+    )
