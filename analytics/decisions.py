@@ -1,0 +1,103 @@
+"""Decision inputs for the enforcer, per tenant and GPU model: what it holds now, its quota headroom, its
+budget spent and left this month, its decayed historical usage and fair-share factor, and idle GPUs it holds.
+
+Fair share follows Slurm's classic multifactor plugin: usage decays with a half-life T (U <- U * 2^(-dt/T) +
+usage * dt, i.e. each GPU-hour counts 2^(-age/T)); the factor is F = 2^(-U/S) where U is the tenant's share of
+all decayed usage and S its share of all weights. F = 1 for a tenant that used nothing, 0.5 for one that used
+exactly its share, towards 0 for one far over it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from gpuledger.config import Tenant
+
+ANY = "*"
+
+
+def decayed_usage(alloc_hours: pl.LazyFrame, now: dt.datetime, half_life_h: float) -> pl.LazyFrame:
+    """Per tenant: sum of GPU-hours x 2^(-age/T), age measured from the middle of each hour to `now`."""
+    now_lit = pl.lit(now).dt.cast_time_unit("us")
+    age_h = (now_lit - (pl.col("hour") + pl.duration(minutes=30))).dt.total_microseconds() / 3.6e9
+    return (
+        alloc_hours.filter(pl.col("hour") < now_lit)
+        .group_by("tenant")
+        .agg((pl.col("gpu_hours") * (2.0 ** (-age_h.clip(lower_bound=0) / half_life_h))).sum().alias("usage_decayed"))
+    )
+
+
+def fairshare(usage: pl.DataFrame, tenants: tuple[Tenant, ...]) -> pl.DataFrame:
+    """tenant, weight_share (S), usage_share (U), fairshare (2^(-U/S))."""
+    total_w = sum(t.weight for t in tenants) or 1.0
+    u = dict(zip(usage["tenant"].to_list(), usage["usage_decayed"].to_list(), strict=True))
+    total_u = sum(v for k, v in u.items() if k in {t.name for t in tenants}) or 0.0
+    rows = []
+    for t in tenants:
+        s = t.weight / total_w
+        share = (u.get(t.name, 0.0) / total_u) if total_u else 0.0
+        rows.append((t.name, s, share, 2.0 ** (-share / s)))
+    return pl.DataFrame(
+        rows,
+        schema={"tenant": pl.String, "weight_share": pl.Float64, "usage_share": pl.Float64, "fairshare": pl.Float64},
+        orient="row",
+    )
+
+
+def decisions(
+    allocs_now: pl.DataFrame,
+    spent_month: pl.DataFrame,
+    usage: pl.DataFrame,
+    idle_now: pl.DataFrame,
+    tenants: tuple[Tenant, ...],
+    now: dt.datetime,
+) -> pl.DataFrame:
+    """One row per (tenant, gpu_model) the tenant holds or has a quota for.
+
+    allocs_now: (tenant, gpu_model, share) of open allocations; spent_month: (tenant, usd) this month;
+    usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus).
+    """
+    held = allocs_now.group_by("tenant", "gpu_model").agg(pl.col("share").sum().alias("allocated_gpus"))
+    hold = {(r["tenant"], r["gpu_model"]): r["allocated_gpus"] for r in held.iter_rows(named=True)}
+    idle = {(r["tenant"], r["gpu_model"]): r["idle_gpus"] for r in idle_now.iter_rows(named=True)}
+    spent = dict(zip(spent_month["tenant"].to_list(), spent_month["usd"].to_list(), strict=True))
+    decayed = dict(zip(usage["tenant"].to_list(), usage["usage_decayed"].to_list(), strict=True))
+    fs = {r["tenant"]: r for r in fairshare(usage, tenants).iter_rows(named=True)}
+    rows = []
+    for t in tenants:
+        held_by = {m: v for (tn, m), v in hold.items() if tn == t.name}
+        idle_by = {m: v for (tn, m), v in idle.items() if tn == t.name}
+        total = sum(held_by.values())
+        # Rows: each model it holds or has its own quota for, and one all-models row (gpu_model null).
+        models = sorted({m for m in held_by if m} | {m for m in t.quota if m != ANY}) + [None]
+        for model in models:
+            if model is None:
+                allocated, quota, cap_on = total, t.quota.get(ANY), total
+            else:
+                allocated = held_by.get(model, 0.0)
+                quota = t.quota.get(model, t.quota.get(ANY))
+                cap_on = allocated if model in t.quota else total  # a "*" quota caps all models together
+            budget = t.budget_usd_per_month
+            used = spent.get(t.name, 0.0)
+            rows.append(
+                {
+                    "tenant": t.name,
+                    "gpu_model": model,
+                    "allocated_gpus": allocated,
+                    "quota_gpus": None if quota is None else float(quota),
+                    "headroom_gpus": None if quota is None else float(quota) - cap_on,
+                    "budget_usd": budget,
+                    "spent_usd": used,
+                    "budget_left_usd": None if budget is None else budget - used,
+                    "budget_used_pct": None if not budget else 100.0 * used / budget,
+                    "usage_decayed_gpu_h": decayed.get(t.name, 0.0),
+                    "weight_share": fs[t.name]["weight_share"],
+                    "usage_share": fs[t.name]["usage_share"],
+                    "fairshare": fs[t.name]["fairshare"],
+                    "idle_gpus_now": sum(idle_by.values()) if model is None else idle_by.get(model, 0.0),
+                    "computed_at": now,
+                }
+            )
+    return pl.DataFrame(rows, schema_overrides={"computed_at": pl.Datetime("us", "UTC")})
