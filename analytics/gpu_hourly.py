@@ -13,7 +13,7 @@ def gpu_hourly(samples: pl.LazyFrame) -> pl.LazyFrame:
     hour = pl.col("ts").dt.truncate("1h").alias("hour")
     gap_s = pl.col("ts").sort().diff().dt.total_microseconds().median() / 1e6
     return (
-        samples.group_by("cluster", "node", "gpu_uuid", hour)
+        samples.group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", hour)
         .agg(
             pl.col("model").drop_nulls().last(),
             pl.len().cast(pl.Int64).alias("samples"),

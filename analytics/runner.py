@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +19,99 @@ from pathlib import Path
 import polars as pl
 
 from analytics.allocation import allocations, gpu_of_pod
+from analytics.cost import cost_daily
+from analytics.decisions import decayed_usage, decisions
 from analytics.gpu_hourly import gpu_hourly
 from analytics.jobs import job_stats
+from analytics.waste import allocation_hours, idle_allocated
+from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
-from gpuledger.config import Config
+from gpuledger.config import Config, defaults
 from gpuledger.lake import LakeWriter, Partition, has_data, scan
 
+log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
 JOBS = {"gpu_hourly": ("gpu_samples", gpu_hourly)}
-# Recomputed whole: name -> compute(lake, now) returning the table's rows.
+
+
+def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
+    return allocations(scan(lake, "jobs"), now, gpu_of_pod(scan(lake, "gpu_samples")))
+
+
+def _capacity(lake: Path) -> pl.LazyFrame:
+    """GPU-hours the fleet could give, per day and model: one per physical GPU and hour it reported in."""
+    return (
+        scan(lake, "gpu_hourly")
+        .filter(pl.col("parent_gpu_uuid").is_null())
+        .group_by("cluster", "date", pl.col("model").alias("gpu_model"))
+        .agg(pl.len().cast(pl.Float64).alias("gpu_hours"))
+    )
+
+
+def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    allocs = _allocations(lake, now)
+    first = allocs.select(pl.col("start").min()).collect().item()
+    if first is None:
+        return pl.LazyFrame(schema=schema.table("cost_daily").polars_schema).drop("date")
+    start = dt.datetime.combine(first.date(), dt.time(), dt.timezone.utc)
+    a = cfg.analytics
+    usage = scan(lake, "gpu_hourly").select("gpu_uuid", "hour", "busy_ratio")
+    out, unpriced = cost_daily(
+        allocs, _capacity(lake), cfg.rates, start, now, a.idle_policy, a.platform_tenant or None, usage, a.cost_method
+    )
+    if unpriced:
+        log.warning("cost: no rate for GPU model(s) %s; their cost is null, add them to [[rates]]", ", ".join(unpriced))
+    return (
+        out.lazy()
+        .with_columns(
+            pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("day_start"),
+            pl.lit(None, pl.String).alias("node"),
+            pl.lit(a.cost_method).alias("method"),
+        )
+        .drop("date")
+    )
+
+
+def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    a = cfg.analytics
+    tenants = cfg.tenants
+    allocs = _allocations(lake, now)
+    open_now = allocs.filter(pl.col("open")).select("tenant", "gpu_model", "share").collect()
+    month = dt.datetime(now.year, now.month, 1, tzinfo=dt.timezone.utc)
+    cost = scan(lake, "cost_daily").filter(pl.col("day_start") >= month)
+    spent = (
+        cost.group_by("tenant")
+        .agg((pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).sum().alias("usd"))
+        .drop_nulls("tenant")
+        .collect()
+    )
+    usage = decayed_usage(allocation_hours(allocs), now, a.fairshare_half_life_h).collect()
+    last_hour = pl.lit(now).dt.cast_time_unit("us").dt.truncate("1h") - pl.duration(hours=1)
+    idle = (
+        idle_allocated(allocs.filter(pl.col("open")), scan(lake, "gpu_hourly"), a.waste_threshold_pct, a.waste_window_h)
+        .filter(pl.col("wasted") & (pl.col("hour") == last_hour))
+        .group_by("tenant", "gpu_model")
+        .agg(pl.col("share").sum().alias("idle_gpus"))
+        .collect()
+    )
+    known = {t.name for t in tenants}
+    d = decisions(
+        open_now.filter(pl.col("tenant").is_in(known)),
+        spent,
+        usage.filter(pl.col("tenant").is_in(known)),
+        idle,
+        tenants,
+        now,
+    )
+    return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"), pl.lit(None, pl.String).alias("node"))
+
+
+# Recomputed whole each run, in this order (decisions read the cost just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "job_stats": lambda lake, now: job_stats(scan(lake, "jobs"), now),
-    "gpu_allocations": lambda lake, now: allocations(scan(lake, "jobs"), now, gpu_of_pod(scan(lake, "gpu_samples"))),
+    "job_stats": lambda lake, now, cfg: job_stats(scan(lake, "jobs"), now),
+    "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
+    "cost_daily": _cost,
+    "decisions": _decisions,
 }
 
 
@@ -49,7 +131,10 @@ def watermark(lake: Path, job: str) -> float | None:
     return json.loads(p.read_text())["done_until_s"] if p.exists() else None
 
 
-def run(lake: Path, until_s: float | None = None, from_s: float | None = None) -> list[RunReport]:
+def run(
+    lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
+) -> list[RunReport]:
+    cfg = cfg or defaults()
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
@@ -75,13 +160,11 @@ def run(lake: Path, until_s: float | None = None, from_s: float | None = None) -
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     if has_data(lake, "jobs"):
         for job, compute in WHOLE.items():
-            reports.append(_run_whole(lake, writer, job, compute(lake, now)))
+            reports.append(_run_whole(lake, writer, job, compute(lake, now, cfg)))
     return reports
 
 
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:
-    from gpuledger import schema
-
     t = schema.table(job)
     out = lf.with_columns(pl.col(t.time_column).dt.date().alias("date")).collect()
     written = set()
@@ -99,7 +182,7 @@ def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> Ru
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
     """Called by `gpuledger up`: run the analytics every `every_s` seconds (never two at once)."""
     scheduler.add_job(
-        lambda: run(lake),
+        lambda: run(lake, cfg=cfg),
         "interval",
         seconds=every_s,
         id="analytics",

@@ -454,7 +454,7 @@ def analyze(ctx: Ctx, from_, to) -> None:
     """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
     from analytics.runner import run
 
-    for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from")):
+    for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from"), cfg=ctx.cfg):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s)")
 
 

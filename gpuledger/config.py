@@ -68,11 +68,23 @@ class SimConfig:
 
 
 @dataclass(frozen=True)
+class AnalyticsConfig:
+    cost_method: str = "request"  # request: allocated time; max: max(allocated, used) as in OpenCost
+    idle_policy: str = "proportional"  # none, proportional, platform
+    platform_tenant: str = ""  # carries idle cost with idle_policy = "platform"
+    usd_per_kwh: float = 0.0  # energy price; 0 = no energy cost line
+    waste_threshold_pct: float = 5.0  # an allocated GPU-hour below this mean utilization is idle
+    waste_window_h: int = 1  # ...and counts as waste inside a run of at least this many idle hours
+    fairshare_half_life_h: float = 168.0  # Slurm's default PriorityDecayHalfLife is 7 days
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: str = "default"
     lake: LakeConfig = LakeConfig()
     collector: CollectorConfig = CollectorConfig()
     simulator: SimConfig = SimConfig()
+    analytics: AnalyticsConfig = AnalyticsConfig()
     tenants: tuple[Tenant, ...] = ()
     rates: tuple[Rate, ...] = ()
     source_file: str = "<built-in defaults>"
@@ -146,7 +158,7 @@ def _positive(v: float) -> bool:
 
 def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     c = _Checker()
-    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "tenants", "rates"})
+    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "tenants", "rates"})
     cfg = defaults()
     cluster = c.get(top, "cluster", "cluster", str, cfg.cluster, lambda s: s.strip() != "", "must not be empty")
 
@@ -287,6 +299,62 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
             ),
         )
 
+    an = cfg.analytics
+    if "analytics" in top:
+        t = c.table(top["analytics"], "analytics", set(AnalyticsConfig.__dataclass_fields__))
+        num = (int, float)
+        an = AnalyticsConfig(
+            cost_method=c.get(
+                t,
+                "cost_method",
+                "analytics.cost_method",
+                str,
+                an.cost_method,
+                lambda v: v in ("request", "max"),
+                "must be request or max",
+            ),
+            idle_policy=c.get(
+                t,
+                "idle_policy",
+                "analytics.idle_policy",
+                str,
+                an.idle_policy,
+                lambda v: v in ("none", "proportional", "platform"),
+                "must be none, proportional or platform",
+            ),
+            platform_tenant=c.get(t, "platform_tenant", "analytics.platform_tenant", str, an.platform_tenant),
+            usd_per_kwh=float(
+                c.get(t, "usd_per_kwh", "analytics.usd_per_kwh", num, an.usd_per_kwh, lambda v: v >= 0, "must be >= 0")
+            ),
+            waste_threshold_pct=float(
+                c.get(
+                    t,
+                    "waste_threshold_pct",
+                    "analytics.waste_threshold_pct",
+                    num,
+                    an.waste_threshold_pct,
+                    lambda v: 0 <= v <= 100,
+                    "must be 0..100",
+                )
+            ),
+            waste_window_h=c.get(
+                t, "waste_window_h", "analytics.waste_window_h", int, an.waste_window_h, _positive, "must be > 0"
+            ),
+            fairshare_half_life_h=float(
+                c.get(
+                    t,
+                    "fairshare_half_life_h",
+                    "analytics.fairshare_half_life_h",
+                    num,
+                    an.fairshare_half_life_h,
+                    _positive,
+                    "must be > 0",
+                )
+            ),
+        )
+        if an.idle_policy == "platform" and not an.platform_tenant:
+            c.bad("analytics.platform_tenant", "needed when idle_policy is platform (the tenant carrying idle cost)")
+
     tenants = cfg.tenants
     if "tenants" in top:
         tenants = _tenants(c, top["tenants"])
@@ -294,9 +362,11 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     if "rates" in top:
         rates = _rates(c, top["rates"])
 
+    if an.platform_tenant and tenants and an.platform_tenant not in {t.name for t in tenants}:
+        c.bad("analytics.platform_tenant", f"no tenant named {an.platform_tenant!r}")
     if c.problems:
         raise ConfigError(source_file, c.problems)
-    return Config(cluster, lake, col, sim, tenants, rates, source_file)
+    return Config(cluster, lake, col, sim, an, tenants, rates, source_file)
 
 
 def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:

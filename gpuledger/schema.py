@@ -241,6 +241,7 @@ GPU_HOURLY = Table(
         _CLUSTER,
         _NODE,
         _c("gpu_uuid", pl.String, "GPU (or MIG instance) UUID", False),
+        _c("parent_gpu_uuid", pl.String, "physical GPU of a MIG instance, null otherwise"),
         _c("model", pl.String, "GPU product name"),
         _c("samples", pl.Int64, "samples in the hour", False),
         _c("allocated_ratio", pl.Float64, "fraction of samples with a pod on the GPU"),
@@ -304,8 +305,52 @@ GPU_ALLOCATIONS = Table(
     ),
 )
 
+COST_DAILY = Table(
+    "cost_daily",
+    "one tenant x GPU model x UTC day: GPU-hours and their cost; a null tenant is unshared idle capacity",
+    "day_start",
+    (
+        _c("day_start", UTC_US, "start of the UTC day", False),
+        _CLUSTER,
+        _c("node", pl.String, "always null (partition column; cost is not per node)"),
+        _c("tenant", pl.String, "tenant; null for idle capacity nobody was charged for"),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("gpu_hours", pl.Float64, "GPU-hours charged (allocated, or max(allocated, used) with method max)"),
+        _c("cost_usd", pl.Float64, "gpu_hours x the rate of that day; null when the model has no rate"),
+        _c("idle_share_usd", pl.Float64, "idle capacity cost shared to this tenant (or the idle line itself)"),
+        _c("method", pl.String, "request or max"),
+        _DATE,
+    ),
+)
+
+DECISIONS = Table(
+    "decisions",
+    "one tenant x GPU model (null = all models) at the last analysis: what the enforcer decides on",
+    "computed_at",
+    (
+        _c("computed_at", UTC_US, "when the analytics computed it, UTC", False),
+        _CLUSTER,
+        _c("node", pl.String, "always null (partition column)"),
+        _c("tenant", pl.String, "tenant", False),
+        _c("gpu_model", pl.String, "GPU model; null for the tenant's all-models row"),
+        _c("allocated_gpus", pl.Float64, "GPUs (shares) held now"),
+        _c("quota_gpus", pl.Float64, "quota for this model (its own entry, else '*'); null = none"),
+        _c("headroom_gpus", pl.Float64, "quota minus what the quota caps; null = no quota"),
+        _c("budget_usd", pl.Float64, "monthly budget; null = none"),
+        _c("spent_usd", pl.Float64, "cost plus idle share so far this month"),
+        _c("budget_left_usd", pl.Float64, "budget_usd - spent_usd"),
+        _c("budget_used_pct", pl.Float64, "100 x spent / budget"),
+        _c("usage_decayed_gpu_h", pl.Float64, "GPU-hours decayed with the configured half-life"),
+        _c("weight_share", pl.Float64, "tenant weight / all weights (S)"),
+        _c("usage_share", pl.Float64, "tenant decayed usage / all decayed usage (U)"),
+        _c("fairshare", pl.Float64, "2^(-U/S): 1 unused, 0.5 at its share, towards 0 above"),
+        _c("idle_gpus_now", pl.Float64, "GPUs it holds that were idle through the last waste window"),
+        _DATE,
+    ),
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
-DERIVED_TABLES = (GPU_HOURLY, JOB_STATS, GPU_ALLOCATIONS)
+DERIVED_TABLES = (GPU_HOURLY, JOB_STATS, GPU_ALLOCATIONS, COST_DAILY, DECISIONS)
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
 

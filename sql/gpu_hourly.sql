@@ -8,6 +8,7 @@ SELECT
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
     CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
+    parent_gpu_uuid,                                        -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                  -- VARCHAR: GPU product name
     samples,                                                -- BIGINT: samples in the hour
     allocated_ratio,                                        -- DOUBLE: fraction of samples with a pod on the GPU

@@ -24,6 +24,7 @@ def test_gpu_hourly_by_hand():
             "cluster": ["c"] * 4,
             "node": ["n"] * 4,
             "gpu_uuid": ["GPU-a"] * 4,
+            "parent_gpu_uuid": pl.Series([None] * 4, dtype=pl.String),
             "model": ["NVIDIA L4"] * 4,
             "pod": [None, "p", "p", None],
             "util_gpu_pct": [0.0, 50.0, 100.0, 0.0],

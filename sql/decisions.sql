@@ -1,0 +1,26 @@
+-- decisions: one tenant x GPU model (null = all models) at the last analysis: what the enforcer decides on.
+-- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW decisions AS
+SELECT
+    computed_at,                                             -- TIMESTAMP WITH TIME ZONE: when the analytics computed it, UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: always null (partition column)
+    tenant,                                                  -- VARCHAR: tenant
+    gpu_model,                                               -- VARCHAR: GPU model; null for the tenant's all-models row
+    allocated_gpus,                                          -- DOUBLE: GPUs (shares) held now
+    quota_gpus,                                              -- DOUBLE: quota for this model (its own entry, else '*'); null = none
+    headroom_gpus,                                           -- DOUBLE: quota minus what the quota caps; null = no quota
+    budget_usd,                                              -- DOUBLE: monthly budget; null = none
+    spent_usd,                                               -- DOUBLE: cost plus idle share so far this month
+    budget_left_usd,                                         -- DOUBLE: budget_usd - spent_usd
+    budget_used_pct,                                         -- DOUBLE: 100 x spent / budget
+    usage_decayed_gpu_h,                                     -- DOUBLE: GPU-hours decayed with the configured half-life
+    weight_share,                                            -- DOUBLE: tenant weight / all weights (S)
+    usage_share,                                             -- DOUBLE: tenant decayed usage / all decayed usage (U)
+    fairshare,                                               -- DOUBLE: 2^(-U/S): 1 unused, 0.5 at its share, towards 0 above
+    idle_gpus_now,                                           -- DOUBLE: GPUs it holds that were idle through the last waste window
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/decisions/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
