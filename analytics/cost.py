@@ -193,3 +193,21 @@ def _max_of_request_and_use(
     frac = (h_end - h_start).dt.total_microseconds() / 3.6e9
     used = pl.col("busy_ratio").fill_null(0) * pl.col("share") / pl.col("_shares")
     return joined.with_columns((pl.max_horizontal(pl.col("share"), used) * frac).alias("gpu_hours"))
+
+
+def energy_daily(alloc_hours: pl.LazyFrame, hourly: pl.LazyFrame, usd_per_kwh: float) -> pl.LazyFrame:
+    """Energy per (cluster, date, tenant, gpu_model): each GPU-hour's measured energy, split by the shares held.
+
+    A job holding share s of a GPU for a fraction f of an hour in which the GPU used E Wh is charged E x s x f
+    (its gpu_hours in that hour times E); energy_usd = kWh x `usd_per_kwh`.
+    """
+    return (
+        alloc_hours.join(hourly.select("gpu_uuid", "hour", "energy_wh"), on=["gpu_uuid", "hour"], how="inner")
+        .with_columns(
+            (pl.col("energy_wh") * pl.col("gpu_hours") / 1000).alias("energy_kwh"),
+            pl.col("hour").dt.date().alias("date"),
+        )
+        .group_by("cluster", "date", "tenant", "gpu_model")
+        .agg(pl.col("energy_kwh").sum())
+        .with_columns((pl.col("energy_kwh") * usd_per_kwh).alias("energy_usd"))
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from analytics.allocation import allocations, gpu_of_pod
-from analytics.cost import cost_daily
+from analytics.cost import cost_daily, energy_daily
 from analytics.decisions import decayed_usage, decisions
 from analytics.gpu_hourly import gpu_hourly
 from analytics.jobs import job_stats
@@ -61,6 +61,8 @@ def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     )
     if unpriced:
         log.warning("cost: no rate for GPU model(s) %s; their cost is null, add them to [[rates]]", ", ".join(unpriced))
+    energy = energy_daily(allocation_hours(allocs), scan(lake, "gpu_hourly"), a.usd_per_kwh).collect()
+    out = out.join(energy, on=["cluster", "date", "tenant", "gpu_model"], how="left", nulls_equal=True)
     return (
         out.lazy()
         .with_columns(

@@ -318,6 +318,8 @@ COST_DAILY = Table(
         _c("gpu_hours", pl.Float64, "GPU-hours charged (allocated, or max(allocated, used) with method max)"),
         _c("cost_usd", pl.Float64, "gpu_hours x the rate of that day; null when the model has no rate"),
         _c("idle_share_usd", pl.Float64, "idle capacity cost shared to this tenant (or the idle line itself)"),
+        _c("energy_kwh", pl.Float64, "measured GPU energy, split by the shares held"),
+        _c("energy_usd", pl.Float64, "energy_kwh x analytics.usd_per_kwh"),
         _c("method", pl.String, "request or max"),
         _DATE,
     ),

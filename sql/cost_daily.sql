@@ -12,6 +12,8 @@ SELECT
     gpu_hours,                                               -- DOUBLE: GPU-hours charged (allocated, or max(allocated, used) with method max)
     cost_usd,                                                -- DOUBLE: gpu_hours x the rate of that day; null when the model has no rate
     idle_share_usd,                                          -- DOUBLE: idle capacity cost shared to this tenant (or the idle line itself)
+    energy_kwh,                                              -- DOUBLE: measured GPU energy, split by the shares held
+    energy_usd,                                              -- DOUBLE: energy_kwh x analytics.usd_per_kwh
     method,                                                  -- VARCHAR: request or max
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/cost_daily/date=*/node=*/*.parquet',

@@ -124,3 +124,18 @@ def test_a_model_without_a_rate_is_reported_not_free():
 )
 def test_rate_card_model_matching(model, keys, want):
     assert match_model(model, keys) == want
+
+
+def test_energy_split_by_share_and_priced():
+    from analytics.cost import energy_daily
+    from analytics.waste import allocation_hours
+
+    # B holds half of G2 10:00-12:00; G2 used 600 Wh in the 10:00 hour and 400 Wh in the 11:00 hour:
+    # B's energy = 0.5 x 600 + 0.5 x 400 = 500 Wh = 0.5 kWh, at $0.20/kWh = $0.10
+    hourly = pl.LazyFrame(
+        {"gpu_uuid": ["G2", "G2"], "hour": [at(2, 10), at(2, 11)], "energy_wh": [600.0, 400.0]},
+        schema_overrides={"hour": pl.Datetime("us", "UTC")},
+    )
+    e = energy_daily(allocation_hours(ALLOCS.with_columns(pl.lit("c").alias("cluster"))), hourly, 0.20).collect()
+    (row,) = e.iter_rows(named=True)
+    assert (row["tenant"], row["energy_kwh"], row["energy_usd"]) == ("nlp", pytest.approx(0.5), pytest.approx(0.1))
