@@ -10,10 +10,19 @@ import polars as pl
 
 
 def gpu_hourly(samples: pl.LazyFrame) -> pl.LazyFrame:
-    hour = pl.col("ts").dt.truncate("1h").alias("hour")
+    return gpu_rollup(samples, "1h", "hour", 3600.0)
+
+
+def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
+    return gpu_rollup(samples, "5m", "bucket_start", 300.0)
+
+
+def gpu_rollup(samples: pl.LazyFrame, every: str, name: str, bucket_s: float) -> pl.LazyFrame:
+    """Per GPU and time bucket of `every`: samples, allocated and busy ratios, means, peak memory, energy."""
+    bucket = pl.col("ts").dt.truncate(every).alias(name)
     gap_s = pl.col("ts").sort().diff().dt.total_microseconds().median() / 1e6
     return (
-        samples.group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", hour)
+        samples.group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", bucket)
         .agg(
             pl.col("model").drop_nulls().last(),
             pl.len().cast(pl.Int64).alias("samples"),
@@ -23,11 +32,11 @@ def gpu_hourly(samples: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("sm_active_ratio").mean().cast(pl.Float64).alias("sm_active_ratio_mean"),
             pl.col("mem_used_bytes").max().alias("mem_used_bytes_max"),
             pl.col("power_w").mean().cast(pl.Float64).alias("power_w_mean"),
-            # Hours covered: samples x their median spacing, at most the hour; unknown for a lone sample.
-            (pl.col("power_w").mean() * (pl.len() * gap_s).clip(upper_bound=3600.0) / 3600.0)
+            # Time covered: samples x their median spacing, at most the bucket; unknown for a lone sample.
+            (pl.col("power_w").mean() * (pl.len() * gap_s).clip(upper_bound=bucket_s) / 3600.0)
             .cast(pl.Float64)
             .alias("energy_wh"),
         )
-        .with_columns(pl.col("hour").dt.date().alias("date"))
-        .sort("node", "gpu_uuid", "hour")
+        .with_columns(pl.col(name).dt.date().alias("date"))
+        .sort("node", "gpu_uuid", name)
     )

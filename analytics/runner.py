@@ -21,8 +21,9 @@ import polars as pl
 from analytics.allocation import allocations, gpu_of_pod
 from analytics.cost import cost_daily, energy_daily
 from analytics.decisions import decayed_usage, decisions
-from analytics.gpu_hourly import gpu_hourly
+from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats
+from analytics.utilization import job_hourly
 from analytics.waste import allocation_hours, idle_allocated
 from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
@@ -31,7 +32,7 @@ from gpuledger.lake import LakeWriter, Partition, has_data, scan
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
-JOBS = {"gpu_hourly": ("gpu_samples", gpu_hourly)}
+JOBS = {"gpu_hourly": ("gpu_samples", gpu_hourly), "gpu_5min": ("gpu_samples", gpu_5min)}
 
 
 def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
@@ -112,6 +113,7 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 WHOLE = {
     "job_stats": lambda lake, now, cfg: job_stats(scan(lake, "jobs"), now),
     "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
+    "job_hourly": lambda lake, now, cfg: job_hourly(_allocations(lake, now), scan(lake, "gpu_hourly")),
     "cost_daily": _cost,
     "decisions": _decisions,
 }

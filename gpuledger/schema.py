@@ -255,6 +255,34 @@ GPU_HOURLY = Table(
     ),
 )
 
+GPU_5MIN = Table(
+    "gpu_5min",
+    "one GPU (or MIG instance) per 5-minute bucket",
+    "bucket_start",
+    (_c("bucket_start", UTC_US, "start of the 5-minute bucket, UTC", False),)
+    + tuple(c for c in GPU_HOURLY.columns if c.name != "hour"),
+)
+
+JOB_HOURLY = Table(
+    "job_hourly",
+    "one job x UTC hour it held GPUs: allocated, busy and SM-active GPU-hours (sum them to any grouping)",
+    "hour",
+    (
+        _c("hour", UTC_US, "start of the UTC hour", False),
+        _CLUSTER,
+        _NODE,
+        _c("tenant", pl.String, "tenant"),
+        _c("job_id", pl.String, "job id", False),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("allocated_gpu_hours", pl.Float64, "share x fraction of the hour held, summed over its GPUs"),
+        _c("busy_gpu_hours", pl.Float64, "allocated x the GPU's duty cycle (mean util_gpu_pct / 100)"),
+        _c("sm_active_gpu_hours", pl.Float64, "allocated x mean SM activity; null where not measured"),
+        _c("mem_used_bytes_max", pl.Int64, "peak memory used on its GPUs"),
+        _c("measured", pl.Boolean, "every GPU it held reported utilization that hour"),
+        _DATE,
+    ),
+)
+
 JOB_STATS = Table(
     "job_stats",
     "one job (its latest state) with its wait, run time and GPU-hours",
@@ -352,7 +380,7 @@ DECISIONS = Table(
 )
 
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
-DERIVED_TABLES = (GPU_HOURLY, JOB_STATS, GPU_ALLOCATIONS, COST_DAILY, DECISIONS)
+DERIVED_TABLES = (GPU_HOURLY, GPU_5MIN, JOB_HOURLY, JOB_STATS, GPU_ALLOCATIONS, COST_DAILY, DECISIONS)
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
 

@@ -1,0 +1,46 @@
+"""Utilization of allocated GPUs, per job and hour (roll up to tenant, model, node or fleet by summing).
+
+For each hour a job held (a share of) a GPU: allocated GPU-hours = share x fraction of the hour held;
+busy GPU-hours = allocated x the GPU's duty cycle that hour (mean util_gpu_pct / 100, the share of time a
+kernel ran); SM-active GPU-hours = allocated x mean SM activity (where DCGM or the source gives it).
+Efficiency of any group = busy / allocated, i.e. weighted by GPU-hours, never a mean of ratios.
+Co-located jobs on one GPU (fractions, time slicing) are each credited the GPU's duty cycle on their share.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analytics.waste import allocation_hours
+
+
+def job_hourly(allocs: pl.LazyFrame, hourly: pl.LazyFrame) -> pl.LazyFrame:
+    h = allocation_hours(allocs).join(
+        hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean", "sm_active_ratio_mean", "mem_used_bytes_max", "model"),
+        on=["gpu_uuid", "hour"],
+        how="left",
+    )
+    return (
+        h.group_by("cluster", "hour", "node", "tenant", "job_id", "gpu_model")
+        .agg(
+            pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
+            (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
+            # Null when no GPU of the job reported SM activity that hour (sum of nulls would read as 0).
+            pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
+            .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
+            .alias("sm_active_gpu_hours"),
+            pl.col("mem_used_bytes_max").max(),
+            pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),
+        )
+        .sort("hour", "job_id")
+    )
+
+
+def efficiency(job_hours: pl.LazyFrame, by: tuple[str, ...]) -> pl.LazyFrame:
+    """Allocated and busy GPU-hours per group and their ratio (GPU-hour weighted)."""
+    return (
+        job_hours.group_by(*by)
+        .agg(pl.col("allocated_gpu_hours").sum(), pl.col("busy_gpu_hours").sum(), pl.col("sm_active_gpu_hours").sum())
+        .with_columns((pl.col("busy_gpu_hours") / pl.col("allocated_gpu_hours")).alias("efficiency"))
+        .sort(*by, nulls_last=True)
+    )

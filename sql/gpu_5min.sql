@@ -1,0 +1,23 @@
+-- gpu_5min: one GPU (or MIG instance) per 5-minute bucket.
+-- Time column: bucket_start (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW gpu_5min AS
+SELECT
+    bucket_start,                                            -- TIMESTAMP WITH TIME ZONE: start of the 5-minute bucket, UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
+    parent_gpu_uuid,                                         -- VARCHAR: physical GPU of a MIG instance, null otherwise
+    model,                                                   -- VARCHAR: GPU product name
+    samples,                                                 -- BIGINT: samples in the hour
+    allocated_ratio,                                         -- DOUBLE: fraction of samples with a pod on the GPU
+    busy_ratio,                                              -- DOUBLE: fraction of samples with util_gpu_pct > 0
+    util_gpu_pct_mean,                                       -- DOUBLE: mean utilization
+    sm_active_ratio_mean,                                    -- DOUBLE: mean SM activity (null where the source lacks it)
+    mem_used_bytes_max,                                      -- BIGINT: peak memory used
+    power_w_mean,                                            -- DOUBLE: mean power draw
+    energy_wh,                                               -- DOUBLE: power_w_mean x hours covered by samples
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_5min/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});

@@ -1,0 +1,20 @@
+-- job_hourly: one job x UTC hour it held GPUs: allocated, busy and SM-active GPU-hours (sum them to any grouping).
+-- Time column: hour (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW job_hourly AS
+SELECT
+    hour,                                                    -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    tenant,                                                  -- VARCHAR: tenant
+    job_id,                                                  -- VARCHAR: job id
+    gpu_model,                                               -- VARCHAR: GPU model
+    allocated_gpu_hours,                                     -- DOUBLE: share x fraction of the hour held, summed over its GPUs
+    busy_gpu_hours,                                          -- DOUBLE: allocated x the GPU's duty cycle (mean util_gpu_pct / 100)
+    sm_active_gpu_hours,                                     -- DOUBLE: allocated x mean SM activity; null where not measured
+    mem_used_bytes_max,                                      -- BIGINT: peak memory used on its GPUs
+    measured,                                                -- BOOLEAN: every GPU it held reported utilization that hour
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/node=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});

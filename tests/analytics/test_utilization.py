@@ -1,0 +1,86 @@
+"""Utilization by hand: efficiency weighted by GPU-hours, shares of one GPU, missing SM activity."""
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from analytics.utilization import efficiency, job_hourly
+
+UTC = dt.timezone.utc
+
+
+def at(h, m=0):
+    return dt.datetime(2026, 11, 2, h, m, tzinfo=UTC)
+
+
+ALLOCS = pl.LazyFrame(
+    [
+        # J1 (vision): G1 whole, 10:00-12:00; J2 and J3 (nlp): half of G2 each, 10:00-11:00
+        dict(
+            cluster="c",
+            job_id="J1",
+            tenant="vision",
+            node="n1",
+            gpu_model="H100",
+            gpu_uuid="G1",
+            share=1.0,
+            start=at(10),
+            end=at(12),
+        ),
+        dict(
+            cluster="c",
+            job_id="J2",
+            tenant="nlp",
+            node="n1",
+            gpu_model="H100",
+            gpu_uuid="G2",
+            share=0.5,
+            start=at(10),
+            end=at(11),
+        ),
+        dict(
+            cluster="c",
+            job_id="J3",
+            tenant="nlp",
+            node="n1",
+            gpu_model="H100",
+            gpu_uuid="G2",
+            share=0.5,
+            start=at(10),
+            end=at(11),
+        ),
+    ],
+    schema_overrides={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")},
+)
+HOURLY = pl.LazyFrame(
+    {
+        "gpu_uuid": ["G1", "G1", "G2"],
+        "hour": [at(10), at(11), at(10)],
+        "model": ["H100"] * 3,
+        "util_gpu_pct_mean": [90.0, 10.0, 60.0],
+        "sm_active_ratio_mean": [0.5, None, 0.4],
+        "mem_used_bytes_max": [10, 20, 30],
+    },
+    schema_overrides={"hour": pl.Datetime("us", "UTC")},
+)
+
+
+def test_job_hours():
+    h = {(r["job_id"], r["hour"].hour): r for r in job_hourly(ALLOCS, HOURLY).collect().iter_rows(named=True)}
+    assert h[("J1", 10)]["busy_gpu_hours"] == pytest.approx(0.9)  # 1 GPU-hour at 90% duty cycle
+    assert h[("J1", 11)]["busy_gpu_hours"] == pytest.approx(0.1)
+    assert h[("J1", 10)]["sm_active_gpu_hours"] == pytest.approx(0.5)
+    assert h[("J1", 11)]["sm_active_gpu_hours"] is None  # not measured: null, not zero
+    assert h[("J2", 10)]["allocated_gpu_hours"] == 0.5 and h[("J2", 10)]["busy_gpu_hours"] == pytest.approx(0.3)
+
+
+def test_efficiency_is_weighted_by_gpu_hours():
+    e = {r["tenant"]: r for r in efficiency(job_hourly(ALLOCS, HOURLY), ("tenant",)).collect().iter_rows(named=True)}
+    # vision: (0.9 + 0.1) busy / 2 allocated = 0.5 (the mean of the two hourly ratios happens to agree)
+    assert e["vision"]["efficiency"] == pytest.approx(0.5)
+    # nlp: 0.3 + 0.3 busy of 1.0 allocated
+    assert e["nlp"]["efficiency"] == pytest.approx(0.6)
+    fleet = efficiency(job_hourly(ALLOCS, HOURLY), ("cluster",)).collect().row(0, named=True)
+    # Fleet: (1.0 + 0.6) / 3.0, not the mean of the tenant ratios (0.55)
+    assert fleet["efficiency"] == pytest.approx(1.6 / 3.0)
