@@ -1,4 +1,4 @@
-"""gpu_hourly: per GPU and UTC hour, how much of the hour it was allocated and busy, its memory and energy.
+"""GPU rollups: per GPU and 5-minute bucket (from samples), and per UTC hour (from the 5-minute rows).
 
 A pure function of the samples (LazyFrame in, LazyFrame out); IO lives in analytics/runner.py.
 Ratios are over samples, which equals time when a GPU is sampled at a steady interval (every source here).
@@ -9,34 +9,69 @@ from __future__ import annotations
 import polars as pl
 
 
-def gpu_hourly(samples: pl.LazyFrame) -> pl.LazyFrame:
-    return gpu_rollup(samples, "1h", "hour", 3600.0)
-
-
 def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
-    return gpu_rollup(samples, "5m", "bucket_start", 300.0)
-
-
-def gpu_rollup(samples: pl.LazyFrame, every: str, name: str, bucket_s: float) -> pl.LazyFrame:
-    """Per GPU and time bucket of `every`: samples, allocated and busy ratios, means, peak memory, energy."""
-    bucket = pl.col("ts").dt.truncate(every).alias(name)
-    gap_s = pl.col("ts").sort().diff().dt.total_microseconds().median() / 1e6
+    """Per GPU and 5-minute bucket, from the raw samples (the one pass over telemetry; streamable)."""
+    bucket = pl.col("ts").dt.truncate("5m").alias("bucket_start")
+    n = pl.len()
+    span_s = (pl.col("ts").max() - pl.col("ts").min()).dt.total_microseconds() / 1e6
+    # Time covered: the span between first and last sample plus one interval (span x n / (n - 1)), at most the
+    # bucket; unknown for a lone sample. No sort needed, so the group-by streams.
+    covered_s = pl.when(n > 1).then((span_s * n / (n - 1)).clip(upper_bound=300.0))
     return (
         samples.group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", bucket)
         .agg(
             pl.col("model").drop_nulls().last(),
-            pl.len().cast(pl.Int64).alias("samples"),
+            n.cast(pl.Int64).alias("samples"),
             pl.col("pod").is_not_null().mean().alias("allocated_ratio"),
             (pl.col("util_gpu_pct") > 0).mean().alias("busy_ratio"),
             pl.col("util_gpu_pct").mean().cast(pl.Float64).alias("util_gpu_pct_mean"),
             pl.col("sm_active_ratio").mean().cast(pl.Float64).alias("sm_active_ratio_mean"),
             pl.col("mem_used_bytes").max().alias("mem_used_bytes_max"),
             pl.col("power_w").mean().cast(pl.Float64).alias("power_w_mean"),
-            # Time covered: samples x their median spacing, at most the bucket; unknown for a lone sample.
-            (pl.col("power_w").mean() * (pl.len() * gap_s).clip(upper_bound=bucket_s) / 3600.0)
-            .cast(pl.Float64)
-            .alias("energy_wh"),
+            (pl.col("power_w").mean() * covered_s / 3600.0).cast(pl.Float64).alias("energy_wh"),
         )
-        .with_columns(pl.col(name).dt.date().alias("date"))
-        .sort("node", "gpu_uuid", name)
+        .with_columns(pl.col("bucket_start").dt.date().alias("date"))
+    )
+
+
+def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
+    """Per GPU and UTC hour, rolled up from gpu_5min: means weighted by samples, peaks, energy summed."""
+    s = pl.col("samples")
+
+    def weighted(col: str) -> pl.Expr:
+        ok = pl.col(col).is_not_null()
+        return pl.when((ok & (s > 0)).any()).then((pl.col(col) * s).filter(ok).sum() / s.filter(ok).sum())
+
+    return (
+        five_min.group_by(
+            "cluster", "node", "gpu_uuid", "parent_gpu_uuid", pl.col("bucket_start").dt.truncate("1h").alias("hour")
+        )
+        .agg(
+            pl.col("model").drop_nulls().last(),
+            s.sum().alias("samples"),
+            *[
+                weighted(c).alias(c)
+                for c in ("allocated_ratio", "busy_ratio", "util_gpu_pct_mean", "sm_active_ratio_mean", "power_w_mean")
+            ],
+            pl.col("mem_used_bytes_max").max(),
+            pl.when(pl.col("energy_wh").is_not_null().any()).then(pl.col("energy_wh").sum()).alias("energy_wh"),
+        )
+        .with_columns(pl.col("hour").dt.date().alias("date"))
+        .select(
+            "cluster",
+            "node",
+            "gpu_uuid",
+            "parent_gpu_uuid",
+            "hour",
+            "model",
+            "samples",
+            "allocated_ratio",
+            "busy_ratio",
+            "util_gpu_pct_mean",
+            "sm_active_ratio_mean",
+            "mem_used_bytes_max",
+            "power_w_mean",
+            "energy_wh",
+            "date",
+        )
     )

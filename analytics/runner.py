@@ -22,7 +22,7 @@ from analytics.allocation import allocations, gpu_of_pod
 from analytics.cost import cost_daily, energy_daily
 from analytics.decisions import decayed_usage, decisions
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
-from analytics.jobs import job_stats
+from analytics.jobs import job_stats, latest
 from analytics.utilization import job_hourly
 from analytics.waste import allocation_hours, idle_allocated
 from gpuledger import schema
@@ -32,11 +32,36 @@ from gpuledger.lake import LakeWriter, Partition, has_data, scan
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
-JOBS = {"gpu_hourly": ("gpu_samples", gpu_hourly), "gpu_5min": ("gpu_samples", gpu_5min)}
+# In this order: the hourly rollup reads the 5-minute one just written.
+JOBS = {"gpu_5min": ("gpu_samples", gpu_5min), "gpu_hourly": ("gpu_5min", gpu_hourly)}
+
+
+_ALLOC_CACHE: dict[tuple[str, dt.datetime], pl.DataFrame] = {}
 
 
 def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
-    return allocations(scan(lake, "jobs"), now, gpu_of_pod(scan(lake, "gpu_samples")))
+    """Allocation intervals, computed once per run (four tables use them).
+
+    Telemetry's pod labels are read only for jobs whose rows name no GPU, and only for those pods: scanning
+    every sample of a large fleet for nothing was the slowest part of a run.
+    """
+    key = (str(lake), now)
+    if key not in _ALLOC_CACHE:
+        _ALLOC_CACHE.clear()
+        jobs = scan(lake, "jobs")
+        unnamed = (
+            latest(jobs)
+            .filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
+            .select("pod")
+            .unique()
+            .collect()["pod"]
+            .drop_nulls()
+        )
+        pods = None
+        if len(unnamed):
+            pods = gpu_of_pod(scan(lake, "gpu_samples").filter(pl.col("pod").is_in(unnamed.implode())))
+        _ALLOC_CACHE[key] = allocations(jobs, now, pods).collect()
+    return _ALLOC_CACHE[key].lazy()
 
 
 def _capacity(lake: Path) -> pl.LazyFrame:
@@ -156,7 +181,8 @@ def run(
                 start = dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
         d0 = dt.datetime.fromtimestamp(start, dt.timezone.utc).date()
         d1 = dt.datetime.fromtimestamp(until_s, dt.timezone.utc).date()
-        out = compute(src.filter(pl.col("date").is_between(d0, d1))).collect()
+        # Streaming: the samples of a week of a large fleet do not fit in memory at once; the rollup does.
+        out = compute(src.filter(pl.col("date").is_between(d0, d1))).collect(engine="streaming")
         for (date, node), part in out.partition_by(["date", "node"], as_dict=True).items():
             writer.write_partition(Partition(job, date, node or "_none"), part.drop("date", "node"), job)
         write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())

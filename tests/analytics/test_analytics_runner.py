@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.gpu_hourly import gpu_hourly
+from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.runner import run, watermark
 from gpuledger.lake import LakeWriter, scan, table_files
 
@@ -34,7 +34,7 @@ def test_gpu_hourly_by_hand():
         },
         schema_overrides={"sm_active_ratio": pl.Float32, "power_w": pl.Float32, "util_gpu_pct": pl.Float32},
     )
-    got = gpu_hourly(samples).collect()
+    got = gpu_hourly(gpu_5min(samples)).collect().sort("hour")
     assert got["hour"].to_list() == [at(10), at(11)]
     row = got.row(0, named=True)
     assert row["samples"] == 3
@@ -52,8 +52,9 @@ def test_gpu_hourly_by_hand():
 def test_run_is_incremental_and_idempotent(tmp_path):
     lake = tmp_path / "lake"
     make_lake(lake, nodes=2, gpus=2, days=1.0, step_s=60)
-    first = run(lake, until_s=END)
-    assert first[0].rows == 2 * 2 * 24 and watermark(lake, "gpu_hourly") == END
+    first = {r.job: r for r in run(lake, until_s=END)}
+    assert first["gpu_hourly"].rows == 2 * 2 * 24 and watermark(lake, "gpu_hourly") == END  # 4 GPUs x 24 h
+    assert first["gpu_5min"].rows == 2 * 2 * 24 * 12
     before = scan(lake, "gpu_hourly").collect().sort("node", "gpu_uuid", "hour")
     files = {f: f.stat().st_mtime_ns for f in table_files(lake, "gpu_hourly")}
     # Running again over the same window writes identical rows (and no extra files).
@@ -103,3 +104,30 @@ def test_job_tables_follow_a_job_from_pending_to_running(tmp_path):
     alloc = scan(lake, "gpu_allocations").collect().sort("gpu_uuid")
     assert alloc["gpu_uuid"].to_list() == ["G1", "G2"] and alloc["share"].to_list() == [1.0, 1.0]
     assert alloc["open"].to_list() == [True, True]
+
+
+def test_hourly_from_5_minute_buckets_weights_by_samples():
+    # 10:00-10:05: 3 samples at 100 W, util 90; 10:05-10:10: 1 sample at 400 W, util 10 (a lone sample: energy
+    # unknown for that bucket). Hourly: util (3 x 90 + 1 x 10) / 4 = 70; power (3 x 100 + 400) / 4 = 175;
+    # energy = the known bucket only: 100 W x 90 s = 2.5 Wh.
+    samples = pl.LazyFrame(
+        {
+            "ts": [at(10), at(10, 0, 30), at(10, 1), at(10, 6)],
+            "cluster": ["c"] * 4,
+            "node": ["n"] * 4,
+            "gpu_uuid": ["G"] * 4,
+            "parent_gpu_uuid": pl.Series([None] * 4, dtype=pl.String),
+            "model": ["m"] * 4,
+            "pod": ["p"] * 4,
+            "util_gpu_pct": [90.0, 90.0, 90.0, 10.0],
+            "sm_active_ratio": pl.Series([None] * 4, dtype=pl.Float32),
+            "mem_used_bytes": [1, 2, 3, 4],
+            "power_w": [100.0, 100.0, 100.0, 400.0],
+        }
+    )
+    five = gpu_5min(samples).collect().sort("bucket_start")
+    assert five["samples"].to_list() == [3, 1] and five["energy_wh"].to_list() == [pytest.approx(2.5), None]
+    (h,) = gpu_hourly(five.lazy()).collect().iter_rows(named=True)
+    assert (h["samples"], h["util_gpu_pct_mean"], h["power_w_mean"]) == (4, 70.0, 175.0)
+    assert h["energy_wh"] == pytest.approx(2.5) and h["mem_used_bytes_max"] == 4
+    assert h["sm_active_ratio_mean"] is None
