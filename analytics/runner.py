@@ -28,7 +28,7 @@ from analytics.waste import allocation_hours, idle_allocated
 from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
-from gpuledger.lake import LakeWriter, Partition, has_data, scan
+from gpuledger.lake import LakeWriter, has_data, scan
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
@@ -179,12 +179,16 @@ def run(
                 if first is None:
                     continue
                 start = dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
-        d0 = dt.datetime.fromtimestamp(start, dt.timezone.utc).date()
-        d1 = dt.datetime.fromtimestamp(until_s, dt.timezone.utc).date()
+        # Whole hours, so every bucket is recomputed from all of its samples.
+        lo = dt.datetime.fromtimestamp(start - start % 3600, dt.timezone.utc)
+        d0, d1 = lo.date(), dt.datetime.fromtimestamp(until_s, dt.timezone.utc).date()
+        t_col = "ts" if source == "gpu_samples" else schema.table(source).time_column
+        hi = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+        window = src.filter(pl.col("date").is_between(d0, d1) & (pl.col(t_col) >= lo) & (pl.col(t_col) < hi))
         # Streaming: the samples of a week of a large fleet do not fit in memory at once; the rollup does.
-        out = compute(src.filter(pl.col("date").is_between(d0, d1))).collect(engine="streaming")
-        for (date, node), part in out.partition_by(["date", "node"], as_dict=True).items():
-            writer.write_partition(Partition(job, date, node or "_none"), part.drop("date", "node"), job)
+        out = compute(window).collect(engine="streaming")
+        out = _keep_rows_before(lake, job, out, lo)
+        writer.write_partitions(job, out, job)
         write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
         reports.append(RunReport(job, (d1 - d0).days + 1, out.height))
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
@@ -194,14 +198,24 @@ def run(
     return reports
 
 
+def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
+    """An incremental run recomputes from `lo`; the rest of each day it rewrites is kept from the file it replaces."""
+    t = schema.table(job)
+    keep = []
+    for date, node in out.select("date", "node").unique().iter_rows():
+        f = Path(lake, job, f"date={date.isoformat()}", f"node={node or schema.NO_NODE}", f"part-{job}.parquet")
+        if f.exists() and lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
+            old = pl.read_parquet(f).filter(pl.col(t.time_column) < lo)
+            keep.append(old.with_columns(pl.lit(date).alias("date"), pl.lit(node, pl.String).alias("node")))
+    if not keep:
+        return out
+    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort("node", t.time_column, maintain_order=True)
+
+
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:
     t = schema.table(job)
     out = lf.with_columns(pl.col(t.time_column).dt.date().alias("date")).collect()
-    written = set()
-    for (date, node), part in out.partition_by(["date", "node"], as_dict=True).items():
-        written.add(
-            writer.write_partition(Partition(job, date, node or schema.NO_NODE), part.drop("date", "node"), job)
-        )
+    written = set(writer.write_partitions(job, out, job))
     for old in Path(lake, job).glob(f"date=*/node=*/part-{job}.parquet"):
         if old not in written:
             old.unlink()  # a partition this table no longer has rows in (e.g. a job that got its node)

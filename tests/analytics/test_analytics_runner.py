@@ -131,3 +131,17 @@ def test_hourly_from_5_minute_buckets_weights_by_samples():
     assert (h["samples"], h["util_gpu_pct_mean"], h["power_w_mean"]) == (4, 70.0, 175.0)
     assert h["energy_wh"] == pytest.approx(2.5) and h["mem_used_bytes_max"] == 4
     assert h["sm_active_ratio_mean"] is None
+
+
+def test_incremental_runs_equal_one_full_run(tmp_path):
+    lake = tmp_path / "lake"
+    make_lake(lake, nodes=2, gpus=2, days=1.0, step_s=60)
+    for until in (END - 9 * 3600 + 600, END - 3 * 3600 - 60, END):  # uneven steps, mid-hour included
+        run(lake, until_s=until)
+    full = tmp_path / "full"
+    make_lake(full, nodes=2, gpus=2, days=1.0, step_s=60)
+    run(full, until_s=END)
+    for table, t in (("gpu_5min", "bucket_start"), ("gpu_hourly", "hour")):
+        a = scan(lake, table).collect().sort("gpu_uuid", t)
+        b = scan(full, table).collect().sort("gpu_uuid", t)
+        assert_frame_equal(a, b)
