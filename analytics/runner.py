@@ -93,7 +93,6 @@ def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         out.lazy()
         .with_columns(
             pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("day_start"),
-            pl.lit(None, pl.String).alias("node"),
             pl.lit(a.cost_method).alias("method"),
         )
         .drop("date")
@@ -131,7 +130,7 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         tenants,
         now,
     )
-    return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"), pl.lit(None, pl.String).alias("node"))
+    return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
 # Recomputed whole each run, in this order (decisions read the cost just written): name -> compute(lake, now, cfg).
@@ -149,6 +148,7 @@ class RunReport:
     job: str
     days: int
     rows: int
+    seconds: float = 0.0
 
 
 def _watermark_path(lake: Path, job: str) -> Path:
@@ -168,6 +168,7 @@ def run(
     writer = LakeWriter(lake)
     reports = []
     for job, (source, compute) in JOBS.items():
+        t0 = time.perf_counter()
         src = scan(lake, source)
         start = from_s
         if start is None:
@@ -190,11 +191,14 @@ def run(
         out = _keep_rows_before(lake, job, out, lo)
         writer.write_partitions(job, out, job)
         write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
-        reports.append(RunReport(job, (d1 - d0).days + 1, out.height))
+        reports.append(RunReport(job, (d1 - d0).days + 1, out.height, time.perf_counter() - t0))
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     if has_data(lake, "jobs"):
         for job, compute in WHOLE.items():
-            reports.append(_run_whole(lake, writer, job, compute(lake, now, cfg)))
+            t0 = time.perf_counter()
+            r = _run_whole(lake, writer, job, compute(lake, now, cfg))
+            r.seconds = time.perf_counter() - t0
+            reports.append(r)
     return reports
 
 
@@ -213,12 +217,32 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
 
 
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:
+    """Recompute a job-level table; rewrite only the partitions whose rows changed since the last run.
+
+    A manifest of per-partition content hashes (`_state/analytics/<table>.partitions.json`) makes an incremental
+    run touch a handful of files instead of thousands; a missing or edited file is rewritten regardless.
+    """
     t = schema.table(job)
     out = lf.with_columns(pl.col(t.time_column).dt.date().alias("date")).collect()
-    written = set(writer.write_partitions(job, out, job))
-    for old in Path(lake, job).glob(f"date=*/node=*/part-{job}.parquet"):
-        if old not in written:
+    manifest_path = Path(lake) / "_state" / "analytics" / f"{job}.partitions.json"
+    try:
+        before = json.loads(manifest_path.read_text())
+    except (FileNotFoundError, ValueError):
+        before = {}
+    after, changed = {}, []
+    keys = ["date", "node"] if t.node_in_path else ["date"]
+    for key, part in out.partition_by(keys, as_dict=True).items():
+        rel = f"date={key[0].isoformat()}" + (f"/node={key[1] or schema.NO_NODE}" if t.node_in_path else "")
+        digest = str(part.hash_rows(seed=0).sum())
+        after[rel] = digest
+        if before.get(rel) != digest or not (Path(lake, job, rel) / f"part-{job}.parquet").exists():
+            changed.append(part)
+    if changed:
+        writer.write_partitions(job, pl.concat(changed), job)
+    for old in Path(lake, job).glob(t.file_glob.replace("*.parquet", f"part-{job}.parquet")):
+        if str(old.parent.relative_to(Path(lake, job))) not in after:
             old.unlink()  # a partition this table no longer has rows in (e.g. a job that got its node)
+    write_bytes_atomic(manifest_path, json.dumps(after, sort_keys=True).encode())
     days = out["date"].n_unique() if out.height else 0
     return RunReport(job, days, out.height)
 

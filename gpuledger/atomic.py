@@ -69,3 +69,49 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
+def write_many_atomic(items: list[tuple[Path, Callable[[Path], None]]], workers: int = 8) -> None:
+    """Publish many files atomically with one sync instead of one fsync per file.
+
+    Every file is written to its temp name (in threads), then one os.sync() makes all of them durable, then each
+    is renamed into place and its directory fsynced. The guarantee is the one write_atomic gives (a published
+    file is complete and durable), at a fraction of the cost when a run writes thousands of small partitions.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    temps: list[tuple[Path, Path]] = []
+
+    def stage(item: tuple[Path, Callable[[Path], None]]) -> tuple[Path, Path]:
+        path, write = item
+        ensure_dir(path.parent)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            write(tmp)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise _explain(e, path) from e
+        except BaseException as e:
+            tmp.unlink(missing_ok=True)
+            m = _OS_ERROR.search(str(e))
+            if m:
+                code = int(m.group(1))
+                raise _explain(OSError(code, os.strerror(code)), path) from e
+            raise
+        return tmp, path
+
+    try:
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            for staged in pool.map(stage, items):
+                temps.append(staged)
+        os.sync()
+        dirs = set()
+        for tmp, path in temps:
+            os.replace(tmp, path)
+            dirs.add(path.parent)
+        for d in dirs:
+            fsync_dir(d)
+    except BaseException:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        raise

@@ -455,7 +455,7 @@ def analyze(ctx: Ctx, from_, to) -> None:
     from analytics.runner import run
 
     for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from"), cfg=ctx.cfg):
-        click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s)")
+        click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
 
 
 # -- compact --------------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ def _finish(journal: Path) -> bool:
 
 
 def recover(root: Path | str) -> int:
-    return sum(_finish(j) for j in Path(root).glob(f"*/date=*/node=*/{JOURNAL}"))
+    journals = [*Path(root).glob(f"*/date=*/node=*/{JOURNAL}"), *Path(root).glob(f"*/date=*/{JOURNAL}")]
+    return sum(_finish(j) for j in journals)
 
 
 def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1) -> CompactionReport:
@@ -54,8 +55,8 @@ def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1)
     today = today or dt.datetime.now(dt.timezone.utc).date()
     report = CompactionReport(recovered=recover(root))
     for name, t in schema.TABLES.items():
-        for part in sorted(root.glob(f"{name}/date=*/node=*")):
-            date = dt.date.fromisoformat(part.parent.name[5:])
+        for part in sorted(root.glob(f"{name}/date=*/node=*" if t.node_in_path else f"{name}/date=*")):
+            date = dt.date.fromisoformat((part.parent if t.node_in_path else part).name[5:])
             if date > today - dt.timedelta(days=grace_days):
                 continue  # still open: a flush may add to it
             files = sorted(part.glob("*.parquet"))

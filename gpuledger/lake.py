@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
-from gpuledger.atomic import ensure_dir, write_atomic
+from gpuledger.atomic import ensure_dir, write_atomic, write_many_atomic
 from gpuledger.errors import LakeError
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$|^_none$")
@@ -26,10 +26,21 @@ COMPRESSION = "zstd"
 class Partition:
     table: str
     date: dt.date
-    node: str
+    node: str | None  # None for tables partitioned by date only (schema.Table.node_in_path False)
 
     def path(self, root: Path) -> Path:
-        return root / self.table / f"date={self.date.isoformat()}" / f"node={self.node}"
+        day = root / self.table / f"date={self.date.isoformat()}"
+        return day if self.node is None else day / f"node={self.node}"
+
+
+def _groups(t: schema.Table, df: pl.DataFrame):
+    """(Partition, rows without the path columns) for every partition of `df` (which has the path columns)."""
+    if t.node_in_path:
+        for (date, node), part in df.partition_by(["date", "node"], as_dict=True, maintain_order=True).items():
+            yield Partition(t.name, date, check_name("node", node or schema.NO_NODE)), part.drop("date", "node")
+    else:
+        for (date,), part in df.partition_by(["date"], as_dict=True, maintain_order=True).items():
+            yield Partition(t.name, date, None), part.drop("date")
 
 
 def check_name(kind: str, value: str) -> str:
@@ -130,29 +141,30 @@ class LakeWriter:
         check_name("file name", name)
         if df.height == 0:
             return []
-        df = conform(table_name, df).with_columns(pl.col("node").fill_null(schema.NO_NODE))
-        written = []
-        for (date, node), part in df.partition_by(["date", "node"], as_dict=True, maintain_order=True).items():
-            p = Partition(table_name, date, check_name("node", node))
-            written.append(self.write_partition(p, part.drop("date", "node"), name))
-        return written
+        t = schema.table(table_name)
+        return [self.write_partition(p, part, name) for p, part in _groups(t, conform(table_name, df))]
 
     def write_partitions(self, table_name: str, df: pl.DataFrame, name: str, workers: int = 8) -> list[Path]:
         """Write a frame with `date` and `node` columns, one file per partition, several at a time.
 
-        polars' Parquet writer and fsync release the GIL, so threads overlap the per-file latency that dominates
-        when a run writes thousands of small partitions.
+        Thousands of small partitions (an analytics run) are staged in threads (polars' writer releases the
+        GIL) and made durable with one sync instead of one fsync each (gpuledger.atomic.write_many_atomic).
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        parts = [
-            (Partition(table_name, date, check_name("node", node or schema.NO_NODE)), part.drop("date", "node"))
-            for (date, node), part in df.partition_by(["date", "node"], as_dict=True).items()
-        ]
-        if len(parts) <= 1 or workers <= 1:
-            return [self.write_partition(p, d, name) for p, d in parts]
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(lambda item: self.write_partition(item[0], item[1], name), parts))
+        check_name("file name", name)
+        items = []
+        for p, part in _groups(schema.table(table_name), df):
+            body = conform(table_name, part, file_only=True)
+            items.append(
+                (
+                    p.path(self.root) / f"part-{name}.parquet",
+                    lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True),
+                )
+            )
+        if len(items) == 1:
+            write_atomic(*items[0])
+        elif items:
+            write_many_atomic(items, workers)
+        return [path for path, _ in items]
 
     def write_partition(self, p: Partition, df: pl.DataFrame, name: str) -> Path:
         """Write the rows of one partition (without the date and node columns) as `part-<name>.parquet`."""
@@ -163,13 +175,12 @@ class LakeWriter:
 
 
 def table_files(root: Path | str, table_name: str) -> list[Path]:
-    schema.table(table_name)
-    return sorted(Path(root, table_name).glob("date=*/node=*/*.parquet"))
+    return sorted(Path(root, table_name).glob(schema.table(table_name).file_glob))
 
 
 def has_data(root: Path | str, table_name: str) -> bool:
     base = Path(root, table_name)
-    return base.is_dir() and next(base.glob("date=*/node=*/*.parquet"), None) is not None
+    return base.is_dir() and next(base.glob(schema.table(table_name).file_glob), None) is not None
 
 
 def scan(root: Path | str, table_name: str) -> pl.LazyFrame:
@@ -178,12 +189,14 @@ def scan(root: Path | str, table_name: str) -> pl.LazyFrame:
     if not has_data(root, table_name):
         return pl.LazyFrame(schema=t.polars_schema)
     lf = pl.scan_parquet(
-        Path(root, table_name, "date=*", "node=*", "*.parquet"),
+        Path(root, table_name, t.file_glob),
         hive_partitioning=True,
-        hive_schema={"date": pl.Date, "node": pl.String},
+        hive_schema={"date": pl.Date, "node": pl.String} if t.node_in_path else {"date": pl.Date},
         missing_columns="insert",
         schema=t.file_schema,
     )
+    if not t.node_in_path:
+        return lf.select(t.column_names)
     return lf.with_columns(
         pl.when(pl.col("node") == schema.NO_NODE).then(None).otherwise(pl.col("node")).alias("node")
     ).select(t.column_names)

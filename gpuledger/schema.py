@@ -35,6 +35,17 @@ class Table:
     grain: str
     time_column: str
     columns: tuple[Column, ...]
+    # Telemetry is partitioned by UTC date and node; job-level derived tables (thousands of rows, not millions)
+    # by date only, with their `node` column inside the file: a file per node would be a file per handful of rows.
+    node_in_path: bool = True
+
+    @property
+    def path_columns(self) -> tuple[str, ...]:
+        return PARTITION_COLUMNS if self.node_in_path else ("date",)
+
+    @property
+    def file_glob(self) -> str:
+        return "date=*/node=*/*.parquet" if self.node_in_path else "date=*/*.parquet"
 
     # Cached: the lake writer consults these for every partition it writes (thousands per analytics run).
     @cached_property
@@ -49,7 +60,7 @@ class Table:
     @cached_property
     def file_schema(self) -> pl.Schema:
         """The schema inside each Parquet file: everything but the partition columns."""
-        return pl.Schema({c.name: c.dtype for c in self.columns if c.name not in PARTITION_COLUMNS})
+        return pl.Schema({c.name: c.dtype for c in self.columns if c.name not in self.path_columns})
 
     @cached_property
     def required(self) -> list[str]:
@@ -283,6 +294,7 @@ JOB_HOURLY = Table(
         _c("measured", pl.Boolean, "every GPU it held reported utilization that hour"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 JOB_STATS = Table(
@@ -312,6 +324,7 @@ JOB_STATS = Table(
         _c("expansion", pl.Float64, "(queue_s + run_s) / run_s"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 GPU_ALLOCATIONS = Table(
@@ -333,6 +346,7 @@ GPU_ALLOCATIONS = Table(
         _c("open", pl.Boolean, "still held at the analysis time"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 COST_DAILY = Table(
@@ -342,7 +356,6 @@ COST_DAILY = Table(
     (
         _c("day_start", UTC_US, "start of the UTC day", False),
         _CLUSTER,
-        _c("node", pl.String, "always null (partition column; cost is not per node)"),
         _c("tenant", pl.String, "tenant; null for idle capacity nobody was charged for"),
         _c("gpu_model", pl.String, "GPU model"),
         _c("gpu_hours", pl.Float64, "GPU-hours charged (allocated, or max(allocated, used) with method max)"),
@@ -353,6 +366,7 @@ COST_DAILY = Table(
         _c("method", pl.String, "request or max"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 DECISIONS = Table(
@@ -362,7 +376,6 @@ DECISIONS = Table(
     (
         _c("computed_at", UTC_US, "when the analytics computed it, UTC", False),
         _CLUSTER,
-        _c("node", pl.String, "always null (partition column)"),
         _c("tenant", pl.String, "tenant", False),
         _c("gpu_model", pl.String, "GPU model; null for the tenant's all-models row"),
         _c("allocated_gpus", pl.Float64, "GPUs (shares) held now"),
@@ -379,6 +392,7 @@ DECISIONS = Table(
         _c("idle_gpus_now", pl.Float64, "GPUs it holds that were idle through the last waste window"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)

@@ -1,12 +1,12 @@
 -- cost_daily: one tenant x GPU model x UTC day: GPU-hours and their cost; a null tenant is unshared idle capacity.
 -- Time column: day_start (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
 -- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW cost_daily AS
 SELECT
     day_start,                                               -- TIMESTAMP WITH TIME ZONE: start of the UTC day
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: always null (partition column; cost is not per node)
     tenant,                                                  -- VARCHAR: tenant; null for idle capacity nobody was charged for
     gpu_model,                                               -- VARCHAR: GPU model
     gpu_hours,                                               -- DOUBLE: GPU-hours charged (allocated, or max(allocated, used) with method max)
@@ -16,5 +16,5 @@ SELECT
     energy_usd,                                              -- DOUBLE: energy_kwh x analytics.usd_per_kwh
     method,                                                  -- VARCHAR: request or max
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/cost_daily/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/cost_daily/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -1,12 +1,12 @@
 -- decisions: one tenant x GPU model (null = all models) at the last analysis: what the enforcer decides on.
 -- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
 -- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW decisions AS
 SELECT
     computed_at,                                             -- TIMESTAMP WITH TIME ZONE: when the analytics computed it, UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: always null (partition column)
     tenant,                                                  -- VARCHAR: tenant
     gpu_model,                                               -- VARCHAR: GPU model; null for the tenant's all-models row
     allocated_gpus,                                          -- DOUBLE: GPUs (shares) held now
@@ -22,5 +22,5 @@ SELECT
     fairshare,                                               -- DOUBLE: 2^(-U/S): 1 unused, 0.5 at its share, towards 0 above
     idle_gpus_now,                                           -- DOUBLE: GPUs it holds that were idle through the last waste window
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/decisions/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/decisions/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

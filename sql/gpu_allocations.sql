@@ -1,6 +1,7 @@
 -- gpu_allocations: one interval of one job holding one GPU (or a share of it).
 -- Grain: one interval of one job holding one GPU (or a share of it). Time column: start (UTC). Written by analytics/ (gpuledger analyze).
 -- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW gpu_allocations AS
 SELECT
@@ -9,7 +10,7 @@ SELECT
     tenant,                                                  -- VARCHAR: tenant
     namespace,                                               -- VARCHAR: Kubernetes namespace
     pod,                                                     -- VARCHAR: pod name
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    node,                                                    -- VARCHAR: Kubernetes node / host name (partition column)
     gpu_model,                                               -- VARCHAR: GPU model
     gpu_uuid,                                                -- VARCHAR: GPU or MIG UUID; null when neither the job nor telemetry names it
     share,                                                   -- DOUBLE: share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)
@@ -17,5 +18,5 @@ SELECT
     "end",                                                   -- TIMESTAMP WITH TIME ZONE: released, UTC (the analysis time while still held)
     "open",                                                  -- BOOLEAN: still held at the analysis time
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_allocations/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_allocations/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

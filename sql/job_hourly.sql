@@ -1,12 +1,13 @@
 -- job_hourly: one job x UTC hour it held GPUs: allocated, busy and SM-active GPU-hours (sum them to any grouping).
 -- Time column: hour (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
 -- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_hourly AS
 SELECT
     hour,                                                    -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    node,                                                    -- VARCHAR: Kubernetes node / host name (partition column)
     tenant,                                                  -- VARCHAR: tenant
     job_id,                                                  -- VARCHAR: job id
     gpu_model,                                               -- VARCHAR: GPU model
@@ -16,5 +17,5 @@ SELECT
     mem_used_bytes_max,                                      -- BIGINT: peak memory used on its GPUs
     measured,                                                -- BOOLEAN: every GPU it held reported utilization that hour
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -1,6 +1,7 @@
 -- job_stats: one job (its latest state) with its wait, run time and GPU-hours.
 -- Grain: one job (its latest state) with its wait, run time and GPU-hours. Time column: submitted_at (UTC). Written by analytics/ (gpuledger analyze).
 -- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_stats AS
 SELECT
@@ -14,7 +15,7 @@ SELECT
     gpu_sharing,                                             -- VARCHAR: exclusive, fraction, time-sliced or mig
     status,                                                  -- VARCHAR: latest status
     reason,                                                  -- VARCHAR: why it ended or waits
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    node,                                                    -- VARCHAR: Kubernetes node / host name (partition column)
     submitted_at,                                            -- TIMESTAMP WITH TIME ZONE: creation time, UTC
     scheduled_at,                                            -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
     finished_at,                                             -- TIMESTAMP WITH TIME ZONE: ended, UTC
@@ -25,5 +26,5 @@ SELECT
     gpu_hours,                                               -- DOUBLE: gpus x held_s / 3600
     expansion,                                               -- DOUBLE: (queue_s + run_s) / run_s
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -98,9 +98,9 @@ def test_job_tables_follow_a_job_from_pending_to_running(tmp_path):
     }
     w.write("jobs", frame_from_rows("jobs", [bound]), "s2")
     run(lake, until_s=at(12).timestamp())
-    (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)  # one row: the pending one's file is gone
+    (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)  # the pending state was replaced, not added
     assert (row["status"], row["node"], row["queue_s"], row["gpu_hours"]) == ("running", "n1", 3600.0, 2.0)
-    assert [f.parent.name for f in table_files(lake, "job_stats")] == ["node=n1"]
+    assert [f.parent.name for f in table_files(lake, "job_stats")] == ["date=2026-11-02"]  # by date only
     alloc = scan(lake, "gpu_allocations").collect().sort("gpu_uuid")
     assert alloc["gpu_uuid"].to_list() == ["G1", "G2"] and alloc["share"].to_list() == [1.0, 1.0]
     assert alloc["open"].to_list() == [True, True]

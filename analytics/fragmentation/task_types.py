@@ -1,0 +1,71 @@
+"""task_types: the target workload M of the FGD metric, built from a pod list the way the artifact does.
+
+Artifact: `GetTypicalPods` in pkg/utils/frag.go, run by generate_config_and_run.py with isInvolvedCpuPods=true,
+podPopularityThreshold=95, podIncreaseStep=1 and gpuResWeight=0 (FRAGMENTATION.md, "How the artifact builds M").
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+KEY = ("cpu_milli", "gpu_milli", "num_gpu", "gpu_spec")
+TASK_TYPE_SCHEMA = pl.Schema(
+    {
+        "cpu_milli": pl.Int64,
+        "gpu_milli": pl.Int64,
+        "num_gpu": pl.Int64,
+        "gpu_spec": pl.String,
+        "count": pl.Int64,
+        "p": pl.Float64,
+    }
+)
+
+
+def require_columns(frame: pl.DataFrame, what: str, columns) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns) or 'none'}")
+
+
+def pod_shapes(pods: pl.DataFrame) -> pl.DataFrame:
+    """The (cpu_milli, gpu_milli, num_gpu, gpu_spec) of each pod as the artifact reads it.
+
+    A pod that asks for no GPU carries no GPU annotations in the artifact (pod_csv_to_yaml.py writes them only
+    when num_gpu != 0), so its gpu_milli and gpu_spec are dropped; a missing gpu_spec means any model.
+    """
+    no_gpu = (pl.col("num_gpu") == 0) | (pl.col("gpu_milli") == 0)
+    spec = pl.col("gpu_spec").fill_null("") if "gpu_spec" in pods.columns else pl.lit("")
+    return pods.select(
+        pl.col("cpu_milli").cast(pl.Int64),
+        pl.when(no_gpu).then(0).otherwise(pl.col("gpu_milli")).cast(pl.Int64).alias("gpu_milli"),
+        pl.when(no_gpu).then(0).otherwise(pl.col("num_gpu")).cast(pl.Int64).alias("num_gpu"),
+        pl.when(no_gpu).then(pl.lit("")).otherwise(spec).alias("gpu_spec"),
+    )
+
+
+def typical_task_types(pods: pl.DataFrame, coverage: float = 0.95) -> pl.DataFrame:
+    """The most common task types that together cover at least `coverage` of the pods, with popularity p.
+
+    pods: one row per pod with cpu_milli, gpu_milli (per-GPU share), num_gpu and optionally gpu_spec (allowed
+    models, '|'-separated; empty or null = any). CPU-only pods count: they are part of M.
+    Returns cpu_milli, gpu_milli, num_gpu, gpu_spec ("" = any), count (pods of that type) and p (count over the
+    pods of the kept types, so p sums to 1), most popular first; ties go to the larger key (cpu_milli, then
+    gpu_milli, num_gpu, gpu_spec), as the artifact's reversed sort does. Types are kept one at a time until the
+    kept pods reach `coverage` of all pods. The artifact takes a CPU request of 0 as Kubernetes' non-zero default
+    of 100 m; we keep the request as given (no openb pod asks for 0 CPU).
+    """
+    require_columns(pods, "pods", ("cpu_milli", "gpu_milli", "num_gpu"))
+    if not 0 < coverage <= 1:
+        raise ValueError(f"coverage must be in (0, 1], got {coverage}")
+    if pods.height == 0:
+        return pl.DataFrame(schema=TASK_TYPE_SCHEMA)
+    counts = (
+        pod_shapes(pods)
+        .group_by(KEY)
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .sort(["count", *KEY], descending=True)
+    )
+    # Keep a type while the pods before it fall short of the threshold: the loop `for cum < expected`.
+    before = pl.col("count").cum_sum() - pl.col("count")
+    kept = counts.filter(before < coverage * pods.height)
+    return kept.with_columns((pl.col("count") / pl.col("count").sum()).alias("p")).cast(TASK_TYPE_SCHEMA)
