@@ -458,6 +458,54 @@ def analyze(ctx: Ctx, from_, to) -> None:
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
 
 
+# -- import --------------------------------------------------------------------------------------------
+@main.group(name="import", cls=_Group)
+def import_group() -> None:
+    """Import real job data: a jobs file (CSV/Parquet, docs/imports.md) or a public GPU-cluster trace."""
+
+
+def _print_import(report) -> None:
+    for line in report.summary():
+        click.echo(line)
+    if report.rows_rejected:
+        raise click.exceptions.Exit(1)  # the good rows are in; the bad ones are listed above
+
+
+@import_group.command(name="jobs")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@common
+def import_jobs(ctx: Ctx, file) -> None:
+    """Import jobs from a CSV or Parquet file (columns in docs/imports.md); bad rows are listed and skipped."""
+    from analytics.imports.jobs_file import import_jobs_file
+
+    _print_import(import_jobs_file(file, ctx.lake, ctx.cfg))
+
+
+@import_group.command(name="trace")
+@click.argument("kind", type=click.Choice(["alibaba-2023", "alibaba-2025"]))
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--workload", default="default", show_default=True, help="alibaba-2023: which pod list (openb_pod_list_<NAME>.csv)."
+)
+@click.option(
+    "--origin", default=None, help="UTC time the trace's second 0 maps to (ISO-8601) [2023-01-01 / 2025-01-01]."
+)
+@common
+def import_trace(ctx: Ctx, kind, directory, workload, origin) -> None:
+    """Import a public GPU-cluster trace (../shared/data/traces): nodes, and jobs placed on them."""
+    origin_s = _utc(origin, "--origin")
+    kw = {} if origin_s is None else {"origin": dt.datetime.fromtimestamp(origin_s, dt.timezone.utc)}
+    if kind == "alibaba-2023":
+        from analytics.imports.alibaba2023 import import_alibaba_2023
+
+        report = import_alibaba_2023(directory, ctx.lake, ctx.cfg, workload=workload, **kw)
+    else:
+        from analytics.imports.alibaba2025 import import_alibaba_2025
+
+        report = import_alibaba_2025(directory, ctx.lake, ctx.cfg, **kw)
+    _print_import(report)
+
+
 # -- compact --------------------------------------------------------------------------------------------
 @main.command(name="compact")
 @click.option(

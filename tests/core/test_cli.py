@@ -164,3 +164,34 @@ def test_compact_command(cli, tmp_path):
     )
     r = cli("compact", "--lake", lake)
     assert r.exit_code == 0 and "compacted" in r.output
+
+
+def test_import_commands(cli, tmp_path):
+    from conftest import REPO
+
+    fx = REPO / "tests" / "fixtures" / "imports"
+    lake = tmp_path / "lake"
+    r = CliRunner().invoke(main, ["import", "jobs", str(fx / "jobs_good.csv"), "--lake", str(lake)])
+    assert r.exit_code == 0 and "rejected 0" in r.output, r.output
+    r = CliRunner().invoke(main, ["import", "jobs", str(fx / "jobs_bad_rows.csv"), "--lake", str(lake)])
+    assert r.exit_code == 1 and "jobs_bad_rows.csv:6: gpus 'two' is not a number" in r.output
+    r = CliRunner().invoke(
+        main,
+        [
+            "import",
+            "trace",
+            "alibaba-2023",
+            str(fx / "openb_tiny"),
+            "--lake",
+            str(lake),
+            "--origin",
+            "2026-11-01T00:00:00Z",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = cli("sql", "--lake", lake, "--format", "csv", "SELECT count(*) AS n FROM nodes WHERE source = 'import'")
+    assert int(r.output.splitlines()[1]) > 0
+    r = CliRunner().invoke(
+        main, ["import", "trace", "alibaba-2023", str(fx / "openb_tiny"), "--lake", str(lake), "--workload", "nope"]
+    )
+    assert r.exit_code == 1 and "Traceback" not in r.output and "nope" in r.output
