@@ -21,6 +21,7 @@ import polars as pl
 from analytics.allocation import allocations, gpu_of_pod
 from analytics.cost import cost_daily, energy_daily
 from analytics.decisions import decayed_usage, decisions
+from analytics.frag_series import fragmentation_series
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest
 from analytics.utilization import job_hourly
@@ -199,21 +200,53 @@ def run(
             r = _run_whole(lake, writer, job, compute(lake, now, cfg))
             r.seconds = time.perf_counter() - t0
             reports.append(r)
+        frag = _fragmentation(lake, writer, until_s, cfg)
+        if frag is not None:
+            reports.append(frag)
     return reports
 
 
 def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
     """An incremental run recomputes from `lo`; the rest of each day it rewrites is kept from the file it replaces."""
     t = schema.table(job)
+    keys = ["date", "node"] if t.node_in_path else ["date"]
     keep = []
-    for date, node in out.select("date", "node").unique().iter_rows():
-        f = Path(lake, job, f"date={date.isoformat()}", f"node={node or schema.NO_NODE}", f"part-{job}.parquet")
+    for key in out.select(keys).unique().iter_rows():
+        date = key[0]
+        rel = [f"date={date.isoformat()}"] + ([f"node={key[1] or schema.NO_NODE}"] if t.node_in_path else [])
+        f = Path(lake, job, *rel, f"part-{job}.parquet")
         if f.exists() and lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
-            old = pl.read_parquet(f).filter(pl.col(t.time_column) < lo)
-            keep.append(old.with_columns(pl.lit(date).alias("date"), pl.lit(node, pl.String).alias("node")))
+            old = pl.read_parquet(f).filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date"))
+            if t.node_in_path:
+                old = old.with_columns(pl.lit(key[1], pl.String).alias("node"))
+            keep.append(old)
     if not keep:
         return out
-    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort("node", t.time_column, maintain_order=True)
+    order = [*(["node"] if t.node_in_path else []), t.time_column]
+    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(order, maintain_order=True)
+
+
+def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) -> RunReport | None:
+    """Hourly fragmentation, incremental like the rollups (from the watermark minus the look-back)."""
+    t0 = time.perf_counter()
+    hourly = scan(lake, "gpu_hourly")
+    wm = watermark(lake, "fragmentation")
+    if wm is None:
+        first = hourly.select(pl.col("hour").min()).collect().item()
+        if first is None:
+            return None
+        lo = first
+    else:
+        lo = dt.datetime.fromtimestamp(wm - LOOKBACK_S - (wm - LOOKBACK_S) % 3600, dt.timezone.utc)
+    now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+    allocs = _allocations(lake, now).select("gpu_uuid", "share", "start", "end").collect()
+    jobs = job_stats(scan(lake, "jobs"), now).select("gpu_model", "gpus").collect()
+    out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster)
+    if out.height:
+        out = _keep_rows_before(lake, "fragmentation", out.with_columns(pl.col("ts").dt.date().alias("date")), lo)
+        writer.write_partitions("fragmentation", out, "fragmentation")
+    write_bytes_atomic(_watermark_path(lake, "fragmentation"), json.dumps({"done_until_s": until_s}).encode())
+    return RunReport("fragmentation", out["date"].n_unique() if out.height else 0, out.height, time.perf_counter() - t0)
 
 
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:

@@ -395,8 +395,38 @@ DECISIONS = Table(
     node_in_path=False,
 )
 
+FRAGMENTATION = Table(
+    "fragmentation",
+    "one GPU model x UTC hour: free GPU capacity and how much of it the model's typical jobs cannot use",
+    "ts",
+    (
+        _c("ts", UTC_US, "the hour (state at its start), UTC", False),
+        _CLUSTER,
+        _c("gpu_model", pl.String, "GPU model", False),
+        _c("gpus", pl.Int64, "physical GPUs of the model that reported that hour"),
+        _c("free_gpus", pl.Float64, "unallocated GPU capacity, in GPUs (shares summed)"),
+        _c("fragmented_gpus", pl.Float64, "FGD fragmentation F(M) of that capacity for the model's workload, in GPUs"),
+        _c("frag_rate", pl.Float64, "fragmented_gpus / free_gpus"),
+        _c("stranded_1gpu", pl.Int64, "whole free GPUs no 1-GPU job can use (on a node with fewer free)"),
+        _c("stranded_2gpu", pl.Int64, "whole free GPUs no 2-GPU job can use on one node"),
+        _c("stranded_4gpu", pl.Int64, "whole free GPUs no 4-GPU job can use on one node"),
+        _c("stranded_8gpu", pl.Int64, "whole free GPUs no 8-GPU job can use on one node"),
+        _DATE,
+    ),
+    node_in_path=False,
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
-DERIVED_TABLES = (GPU_HOURLY, GPU_5MIN, JOB_HOURLY, JOB_STATS, GPU_ALLOCATIONS, COST_DAILY, DECISIONS)
+DERIVED_TABLES = (
+    GPU_HOURLY,
+    GPU_5MIN,
+    JOB_HOURLY,
+    JOB_STATS,
+    GPU_ALLOCATIONS,
+    COST_DAILY,
+    DECISIONS,
+    FRAGMENTATION,
+)
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 
 

@@ -1,0 +1,21 @@
+-- fragmentation: one GPU model x UTC hour: free GPU capacity and how much of it the model's typical jobs cannot use.
+-- Time column: ts (UTC). Written by analytics/ (gpuledger analyze). FGD: ../shared/FRAGMENTATION.md.
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only; every column is in the file.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW fragmentation AS
+SELECT
+    ts,                                                      -- TIMESTAMP WITH TIME ZONE: the hour (state at its start), UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    gpu_model,                                               -- VARCHAR: GPU model
+    gpus,                                                    -- BIGINT: physical GPUs of the model that reported that hour
+    free_gpus,                                               -- DOUBLE: unallocated GPU capacity, in GPUs (shares summed)
+    fragmented_gpus,                                         -- DOUBLE: FGD fragmentation F(M) of that capacity for the model's workload, in GPUs
+    frag_rate,                                               -- DOUBLE: fragmented_gpus / free_gpus
+    stranded_1gpu,                                           -- BIGINT: whole free GPUs no 1-GPU job can use (on a node with fewer free)
+    stranded_2gpu,                                           -- BIGINT: whole free GPUs no 2-GPU job can use on one node
+    stranded_4gpu,                                           -- BIGINT: whole free GPUs no 4-GPU job can use on one node
+    stranded_8gpu,                                           -- BIGINT: whole free GPUs no 8-GPU job can use on one node
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/fragmentation/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
