@@ -14,7 +14,7 @@ import datetime as dt
 
 import polars as pl
 
-from analytics.fragmentation import node_fragmentation, stranded_whole_gpus, typical_task_types
+from analytics.fragmentation import node_fragmentation, typical_task_types
 
 SIZES = (1, 2, 4, 8)
 
@@ -33,28 +33,6 @@ def task_types_of(jobs: pl.DataFrame) -> pl.DataFrame:
     return typical_task_types(pods)
 
 
-def node_states(gpus: pl.DataFrame, allocs: pl.DataFrame, at: dt.datetime) -> pl.DataFrame:
-    """node, model, cpu_free_milli, gpu_free_milli (per GPU) at instant `at`.
-
-    gpus: (node, gpu_uuid, model) physical GPUs present; allocs: (gpu_uuid, share, start, end) with MIG slices
-    already mapped to their parent GPU.
-    """
-    held = (
-        allocs.filter((pl.col("start") <= at) & (pl.col("end") > at))
-        .group_by("gpu_uuid")
-        .agg(pl.col("share").sum().alias("held"))
-    )
-    per_gpu = gpus.join(held, on="gpu_uuid", how="left").with_columns(
-        (1000 - (pl.col("held").fill_null(0) * 1000).round()).clip(0, 1000).cast(pl.Int64).alias("free")
-    )
-    return (
-        per_gpu.sort("node", "gpu_uuid")
-        .group_by("node", maintain_order=True)
-        .agg(pl.col("model").first(), pl.col("free").alias("gpu_free_milli"))
-        .with_columns(pl.lit(10**9).alias("cpu_free_milli"))  # no CPU data: CPU never blocks
-    )
-
-
 def fragmentation_series(
     hourly: pl.LazyFrame,
     allocs: pl.DataFrame,
@@ -63,7 +41,11 @@ def fragmentation_series(
     end: dt.datetime,
     cluster: str = "default",
 ) -> pl.DataFrame:
-    """One row per (hour, gpu_model) in [start, end): gpus, free_gpus, fragmented_gpus, frag_rate, stranded_*."""
+    """One row per (hour, gpu_model) in [start, end): gpus, free_gpus, fragmented_gpus, frag_rate, stranded_*.
+
+    Vectorised over hours: each (hour, node) is one row of node state, so the FGD metric runs once per GPU model
+    for the whole window instead of once per hour.
+    """
     inv = (
         hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end) & pl.col("parent_gpu_uuid").is_null())
         .select("hour", "node", "gpu_uuid", "model")
@@ -74,34 +56,73 @@ def fragmentation_series(
     parents = (
         hourly.filter(pl.col("parent_gpu_uuid").is_not_null()).select("gpu_uuid", "parent_gpu_uuid").unique().collect()
     )
-    allocs = (
+    a = (
         allocs.join(parents, on="gpu_uuid", how="left")
         .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("gpu_uuid"))
         .filter(pl.col("gpu_uuid").is_not_null())
     )
-    types = {m: task_types_of(jobs.filter(pl.col("gpu_model") == m)) for m in inv["model"].unique().to_list()}
-    rows = []
-    for (hour,), at_hour in inv.partition_by("hour", as_dict=True, maintain_order=True).items():
-        state = node_states(at_hour.select("node", "gpu_uuid", "model"), allocs, hour)
-        stranded = stranded_whole_gpus(state, SIZES).filter(pl.col("model").is_not_null())
-        for (model,), nodes in state.partition_by("model", as_dict=True).items():
-            tt = types.get(model)
-            free = int(nodes["gpu_free_milli"].list.sum().sum())
-            frag = None
-            if tt is not None and tt.height:
-                frag = int(node_fragmentation(nodes, tt)["frag_milli"].sum())
-            st = stranded.filter(pl.col("model") == model)
-            row = {
-                "ts": hour,
-                "cluster": cluster,
-                "gpu_model": model,
-                "gpus": int(nodes["gpu_free_milli"].list.len().sum()),
-                "free_gpus": free / 1000,
-                "fragmented_gpus": None if frag is None else frag / 1000,
-                "frag_rate": None if frag is None or free == 0 else frag / free,
-            }
-            for n in SIZES:
-                v = st.filter(pl.col("job_gpus") == n)["stranded_whole_gpus"]
-                row[f"stranded_{n}gpu"] = int(v[0]) if len(v) else 0
-            rows.append(row)
-    return pl.DataFrame(rows, schema_overrides={"ts": pl.Datetime("us", "UTC")})
+    # The hour starts (instants) each allocation covers: start <= h < end.
+    first_h = pl.col("start").dt.truncate("1h")
+    first_h = pl.when(first_h < pl.col("start")).then(first_h + pl.duration(hours=1)).otherwise(first_h)
+    held = (
+        a.filter(pl.col("end") > pl.col("start"))
+        .with_columns(pl.datetime_ranges(first_h, pl.col("end") - pl.duration(microseconds=1), "1h").alias("hour"))
+        .explode("hour")
+        .drop_nulls("hour")
+        .group_by("hour", "gpu_uuid")
+        .agg(pl.col("share").sum().alias("held"))
+    )
+    per_gpu = inv.join(held, on=["hour", "gpu_uuid"], how="left").with_columns(
+        (1000 - (pl.col("held").fill_null(0) * 1000).round()).clip(0, 1000).cast(pl.Int64).alias("free")
+    )
+    state = (
+        per_gpu.sort("hour", "node", "gpu_uuid")
+        .group_by("hour", "node", maintain_order=True)
+        .agg(
+            pl.col("model").first(),
+            pl.col("free").alias("gpu_free_milli"),
+            (pl.col("free") == 1000).sum().alias("whole"),
+        )
+        .with_columns(
+            pl.lit(10**9).alias("cpu_free_milli"),  # no CPU data: CPU never blocks
+            (pl.col("hour").cast(pl.Int64).cast(pl.String) + "/" + pl.col("node")).alias("key"),
+        )
+    )
+    frags = []
+    for (model,), nodes in state.partition_by("model", as_dict=True).items():
+        tt = task_types_of(jobs.filter(pl.col("gpu_model") == model))
+        if tt.height:
+            f = node_fragmentation(
+                nodes.select(pl.col("key").alias("node"), "model", "cpu_free_milli", "gpu_free_milli"), tt
+            )
+            frags.append(f.select(pl.col("node").alias("key"), "frag_milli"))
+    frag = pl.concat(frags) if frags else pl.DataFrame(schema={"key": pl.String, "frag_milli": pl.Float64})
+    w = pl.col("whole")
+    out = (
+        state.join(frag, on="key", how="left")
+        .group_by("hour", "model")
+        .agg(
+            pl.col("gpu_free_milli").list.len().sum().cast(pl.Int64).alias("gpus"),
+            (pl.col("gpu_free_milli").list.sum().sum() / 1000).alias("free_gpus"),
+            pl.when(pl.col("frag_milli").is_not_null().all())
+            .then(pl.col("frag_milli").sum() / 1000)
+            .alias("fragmented_gpus"),
+            *[pl.when(w < n).then(w).otherwise(0).sum().cast(pl.Int64).alias(f"stranded_{n}gpu") for n in SIZES],
+        )
+        .with_columns(
+            pl.when(pl.col("free_gpus") > 0).then(pl.col("fragmented_gpus") / pl.col("free_gpus")).alias("frag_rate"),
+            pl.lit(cluster).alias("cluster"),
+        )
+        .select(
+            pl.col("hour").alias("ts"),
+            "cluster",
+            pl.col("model").alias("gpu_model"),
+            "gpus",
+            "free_gpus",
+            pl.col("fragmented_gpus").cast(pl.Float64),
+            "frag_rate",
+            *[f"stranded_{n}gpu" for n in SIZES],
+        )
+        .sort("ts", "gpu_model")
+    )
+    return out

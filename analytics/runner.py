@@ -33,8 +33,6 @@ from gpuledger.lake import LakeWriter, has_data, scan
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
-# In this order: the hourly rollup reads the 5-minute one just written.
-JOBS = {"gpu_5min": ("gpu_samples", gpu_5min), "gpu_hourly": ("gpu_5min", gpu_hourly)}
 
 
 _ALLOC_CACHE: dict[tuple[str, dt.datetime], pl.DataFrame] = {}
@@ -168,31 +166,33 @@ def run(
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
-    for job, (source, compute) in JOBS.items():
-        t0 = time.perf_counter()
-        src = scan(lake, source)
-        start = from_s
-        if start is None:
-            wm = watermark(lake, job)
-            if wm is not None:
-                start = wm - LOOKBACK_S
-            else:
-                first = src.select(pl.col("date").min()).collect().item()
-                if first is None:
-                    continue
-                start = dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
+    # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
+    # rolled up from those in memory (re-reading them from the lake cost as much as computing them).
+    t0 = time.perf_counter()
+    src = scan(lake, "gpu_samples")
+    start = from_s
+    if start is None:
+        wm = watermark(lake, "gpu_5min")
+        if wm is not None:
+            start = wm - LOOKBACK_S
+        else:
+            first = src.select(pl.col("date").min()).collect().item()
+            start = None if first is None else dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
+    if start is not None:
         # Whole hours, so every bucket is recomputed from all of its samples.
         lo = dt.datetime.fromtimestamp(start - start % 3600, dt.timezone.utc)
-        d0, d1 = lo.date(), dt.datetime.fromtimestamp(until_s, dt.timezone.utc).date()
-        t_col = "ts" if source == "gpu_samples" else schema.table(source).time_column
         hi = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
-        window = src.filter(pl.col("date").is_between(d0, d1) & (pl.col(t_col) >= lo) & (pl.col(t_col) < hi))
+        d0, d1 = lo.date(), hi.date()
+        window = src.filter(pl.col("date").is_between(d0, d1) & (pl.col("ts") >= lo) & (pl.col("ts") < hi))
         # Streaming: the samples of a week of a large fleet do not fit in memory at once; the rollup does.
-        out = compute(window).collect(engine="streaming")
-        out = _keep_rows_before(lake, job, out, lo)
-        writer.write_partitions(job, out, job)
-        write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
-        reports.append(RunReport(job, (d1 - d0).days + 1, out.height, time.perf_counter() - t0))
+        five = gpu_5min(window).collect(engine="streaming")
+        hourly = gpu_hourly(five.lazy()).collect()
+        split = time.perf_counter()
+        for job, out, t_start in (("gpu_5min", five, t0), ("gpu_hourly", hourly, split)):
+            out = _keep_rows_before(lake, job, out, lo)
+            writer.write_partitions(job, out, job)
+            write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
+            reports.append(RunReport(job, (d1 - d0).days + 1, out.height, time.perf_counter() - t_start))
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     if has_data(lake, "jobs"):
         for job, compute in WHOLE.items():
