@@ -41,30 +41,48 @@ def ensure_dir(path: Path) -> None:
         raise _explain(e, path) from e
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably."""
+def _translate(e: BaseException, path: Path) -> BaseException:
+    """The LakeError for an IO failure, or `e` itself. polars (Rust) reports IO failures as
+    ComputeError("... (os error 28)"), not OSError, hence the message check."""
+    if isinstance(e, OSError):
+        return _explain(e, path)
+    m = _OS_ERROR.search(str(e))
+    if m:
+        code = int(m.group(1))
+        return _explain(OSError(code, os.strerror(code)), path)
+    return e
+
+
+def _stage(path: Path, write: Callable[[Path], None], fsync: bool) -> Path:
+    """Write the content to a temp name beside `path` (fsynced if asked); on failure leave nothing behind."""
     ensure_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if fsync:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        err = _translate(e, path)
+        if err is e:
+            raise
+        raise err from e
+    return tmp
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably."""
+    tmp = _stage(path, write, fsync=True)
+    try:
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise _explain(e, path) from e
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        # polars (Rust) reports IO failures as ComputeError("... (os error 28)"), not OSError.
-        m = _OS_ERROR.search(str(e))
-        if m:
-            code = int(m.group(1))
-            raise _explain(OSError(code, os.strerror(code)), path) from e
-        raise
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -77,41 +95,27 @@ def write_many_atomic(items: list[tuple[Path, Callable[[Path], None]]], workers:
     Every file is written to its temp name (in threads), then one os.sync() makes all of them durable, then each
     is renamed into place and its directory fsynced. The guarantee is the one write_atomic gives (a published
     file is complete and durable), at a fraction of the cost when a run writes thousands of small partitions.
+    If any file fails, none is published and no temp file is left.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    temps: list[tuple[Path, Path]] = []
-
-    def stage(item: tuple[Path, Callable[[Path], None]]) -> tuple[Path, Path]:
-        path, write = item
-        ensure_dir(path.parent)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            write(tmp)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise _explain(e, path) from e
-        except BaseException as e:
-            tmp.unlink(missing_ok=True)
-            m = _OS_ERROR.search(str(e))
-            if m:
-                code = int(m.group(1))
-                raise _explain(OSError(code, os.strerror(code)), path) from e
-            raise
-        return tmp, path
-
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        futures = [(path, pool.submit(_stage, path, write, False)) for path, write in items]
+    staged, errors = [], []
+    for path, f in futures:
+        if f.exception() is None:
+            staged.append((f.result(), path))
+        else:
+            errors.append(f.exception())
     try:
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            for staged in pool.map(stage, items):
-                temps.append(staged)
+        if errors:
+            raise errors[0]
         os.sync()
-        dirs = set()
-        for tmp, path in temps:
+        for tmp, path in staged:
             os.replace(tmp, path)
-            dirs.add(path.parent)
-        for d in dirs:
+        for d in {path.parent for _, path in staged}:
             fsync_dir(d)
     except BaseException:
-        for tmp, _ in temps:
+        for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise

@@ -154,3 +154,20 @@ def test_frame_from_columns_refuses_unknown_columns():
 
     with pytest.raises(LakeError, match="jobs: unknown column 'colour'"):
         frame_from_columns("jobs", {"colour": ["red"]})
+
+
+def test_many_partitions_on_a_full_disk_publish_nothing_and_leave_nothing(tiny_fs):
+    n = 60_000
+    big = pl.DataFrame(
+        {
+            "ts": [dt.datetime(2026, 11, 1 + i % 3, tzinfo=UTC) for i in range(n)],
+            "cluster": ["c"] * n,
+            "node": [f"n{i % 4}" for i in range(n)],
+            "gpu_uuid": [f"GPU-{i:08x}-{i * 7919:012x}" for i in range(n)],
+            "source": ["t"] * n,
+        }
+    )
+    df = conform("gpu_samples", big)
+    with pytest.raises(LakeError, match="disk full while writing"):
+        LakeWriter(tiny_fs).write_partitions("gpu_samples", df, "many")  # 12 partitions, staged together
+    assert [p for p in tiny_fs.rglob("*") if p.is_file()] == []
