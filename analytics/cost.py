@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import warnings
 from collections.abc import Iterable
 
 import polars as pl
@@ -41,10 +40,15 @@ def match_model(model: str | None, rate_models: Iterable[str]) -> str | None:
 
 
 def rate_frame(rates: Iterable[Rate]) -> pl.DataFrame:
+    """rate_model, usd_per_gpu_hour, and the interval [rate_from, rate_to) each price is in effect."""
     rows = [(r.gpu_model, r.usd_per_gpu_hour, r.effective_from) for r in rates]
-    return pl.DataFrame(
-        rows, schema={"rate_model": pl.String, "usd_per_gpu_hour": pl.Float64, "effective_from": pl.Date}, orient="row"
-    ).sort("rate_model", "effective_from")
+    f = pl.DataFrame(
+        rows,
+        schema={"rate_model": pl.String, "usd_per_gpu_hour": pl.Float64, "rate_from": pl.Datetime("us", "UTC")},
+        orient="row",
+    ).sort("rate_model", "rate_from")
+    far = dt.datetime(9999, 1, 1, tzinfo=dt.timezone.utc)
+    return f.with_columns(pl.col("rate_from").shift(-1).over("rate_model").fill_null(far).alias("rate_to"))
 
 
 def split_days(allocs: pl.LazyFrame, start: dt.datetime, end: dt.datetime) -> pl.LazyFrame:
@@ -60,31 +64,56 @@ def split_days(allocs: pl.LazyFrame, start: dt.datetime, end: dt.datetime) -> pl
     day_start = pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     piece_s = pl.max_horizontal(pl.col("_s"), day_start)
     piece_e = pl.min_horizontal(pl.col("_e"), day_start + pl.duration(days=1))
-    return days.with_columns(
-        ((piece_e - piece_s).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias("gpu_hours")
-    ).drop("_s", "_e")
+    return (
+        days.with_columns(piece_s.alias("piece_start"), piece_e.alias("piece_end"))
+        .with_columns(
+            ((pl.col("piece_end") - pl.col("piece_start")).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias(
+                "gpu_hours"
+            )
+        )
+        .drop("_s", "_e")
+    )
 
 
-def _priced(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.DataFrame:
-    """Attach the rate in effect on each row's date for its GPU model (null when the model has no rate)."""
+def _rate_models(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
     models = frame.select("gpu_model").unique().collect()["gpu_model"].to_list()
+    keys = rates["rate_model"].unique().to_list()
     mapping = pl.DataFrame(
-        {"gpu_model": models, "rate_model": [match_model(m, rates["rate_model"].unique().to_list()) for m in models]},
+        {"gpu_model": models, "rate_model": [match_model(m, keys) for m in models]},
         schema={"gpu_model": pl.String, "rate_model": pl.String},
     )
-    f = frame.join(mapping.lazy(), on="gpu_model", how="left").sort("date")
-    joined = f.join_asof(
-        rates.lazy().sort("effective_from"),
-        left_on="date",
-        right_on="effective_from",
-        by="rate_model",
-        strategy="backward",
-        check_sortedness=False,
+    return frame.join(mapping.lazy(), on="gpu_model", how="left")
+
+
+def _priced(pieces: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
+    """Price each piece by every rate in effect during it: a price that changes at 12:00 prices the morning at
+    the old rate and the afternoon at the new one. A piece's GPU-equivalents (gpu_hours / its length) times
+    the overlap with each rate's interval times that price. Time before a model's first rate is unpriced: its
+    cost is null, never zero."""
+    hours = (pl.col("piece_end") - pl.col("piece_start")).dt.total_microseconds() / 3.6e9
+    p = _rate_models(pieces, rates).with_columns(
+        pl.int_range(pl.len()).alias("_piece"), (pl.col("gpu_hours") / hours).alias("_gpus")
     )
-    with warnings.catch_warnings():
-        # Both sides are sorted on the join keys just above; polars warns that it cannot check within `by` groups.
-        warnings.filterwarnings("ignore", "Sortedness of columns cannot be checked", UserWarning)
-        return joined.collect()
+    overlap_h = (
+        pl.min_horizontal("piece_end", "rate_to") - pl.max_horizontal("piece_start", "rate_from")
+    ).dt.total_microseconds().clip(lower_bound=0) / 3.6e9
+    costed = (
+        p.join(rates.lazy(), on="rate_model", how="left")
+        # min/max_horizontal skip nulls, so a model without a rate must be zeroed explicitly, not left to them.
+        .with_columns(pl.when(pl.col("rate_from").is_not_null()).then(overlap_h).otherwise(0.0).alias("_h"))
+        .group_by("_piece")
+        .agg(
+            (pl.col("_h") * pl.col("_gpus") * pl.col("usd_per_gpu_hour")).sum().alias("_cost"),
+            (pl.col("_h") * pl.col("_gpus")).sum().alias("_priced_h"),
+        )
+    )
+    return (
+        p.join(costed, on="_piece", how="left")
+        .with_columns(
+            pl.when(pl.col("_priced_h") >= pl.col("gpu_hours") * (1 - 1e-9)).then(pl.col("_cost")).alias("cost_usd")
+        )
+        .drop("_piece", "_gpus", "_cost", "_priced_h")
+    )
 
 
 def cost_daily(
@@ -113,16 +142,35 @@ def cost_daily(
         pieces = _max_of_request_and_use(pieces, usage, start, end)
     elif method not in ("request", "max"):
         raise ValueError(f"method must be request or max, got {method!r}")
-    used = pieces.group_by("cluster", "date", "tenant", "gpu_model").agg(pl.col("gpu_hours").sum())
-    priced = _priced(used, rf).with_columns((pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"))
-    unpriced = sorted({m for m in priced.filter(pl.col("usd_per_gpu_hour").is_null())["gpu_model"] if m})
+    priced = (
+        _priced(pieces, rf)
+        .group_by("cluster", "date", "tenant", "gpu_model")
+        .agg(
+            pl.col("gpu_hours").sum(),
+            pl.when(pl.col("cost_usd").is_not_null().all()).then(pl.col("cost_usd").sum()).alias("cost_usd"),
+        )
+        .collect()
+    )
+    unpriced = sorted({m for m in priced.filter(pl.col("cost_usd").is_null())["gpu_model"] if m})
     alloc_by_model = priced.group_by("cluster", "date", "gpu_model").agg(
         pl.col("gpu_hours").sum().alias("allocated"), pl.col("cost_usd").sum().alias("model_cost")
     )
+    # Idle capacity is priced at the day's time-weighted rate (one GPU priced over the whole day, / 24).
+    cap = capacity.filter(pl.col("date").is_between(start.date(), (end - dt.timedelta(microseconds=1)).date()))
+    day_start = pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    day_rate = _priced(
+        cap.select("cluster", "date", "gpu_model")
+        .unique()
+        .with_columns(
+            day_start.alias("piece_start"),
+            (day_start + pl.duration(days=1)).alias("piece_end"),
+            pl.lit(24.0).alias("gpu_hours"),
+        ),
+        rf,
+    ).select("cluster", "date", "gpu_model", (pl.col("cost_usd") / 24).alias("usd_per_gpu_hour"))
     idle = (
-        _priced(
-            capacity.filter(pl.col("date").is_between(start.date(), (end - dt.timedelta(microseconds=1)).date())), rf
-        )
+        cap.join(day_rate, on=["cluster", "date", "gpu_model"], how="left")
+        .collect()
         .join(alloc_by_model, on=["cluster", "date", "gpu_model"], how="left")
         .with_columns((pl.col("gpu_hours") - pl.col("allocated").fill_null(0)).clip(lower_bound=0).alias("idle_hours"))
         .with_columns((pl.col("idle_hours") * pl.col("usd_per_gpu_hour")).alias("idle_usd"))
@@ -192,7 +240,11 @@ def _max_of_request_and_use(
     h_end = pl.min_horizontal(pl.col("end"), pl.col("hour") + pl.duration(hours=1))
     frac = (h_end - h_start).dt.total_microseconds() / 3.6e9
     used = pl.col("busy_ratio").fill_null(0) * pl.col("share") / pl.col("_shares")
-    return joined.with_columns((pl.max_horizontal(pl.col("share"), used) * frac).alias("gpu_hours"))
+    return joined.with_columns(
+        (pl.max_horizontal(pl.col("share"), used) * frac).alias("gpu_hours"),
+        h_start.alias("piece_start"),
+        h_end.alias("piece_end"),
+    )
 
 
 def energy_daily(alloc_hours: pl.LazyFrame, hourly: pl.LazyFrame, usd_per_kwh: float) -> pl.LazyFrame:

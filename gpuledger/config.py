@@ -31,7 +31,13 @@ class Tenant:
 class Rate:
     gpu_model: str
     usd_per_gpu_hour: float
-    effective_from: dt.date
+    effective_from: dt.datetime  # UTC; a TOML date means its midnight UTC, a TOML offset datetime that instant
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.effective_from, dt.datetime):  # a date: its midnight, UTC
+            object.__setattr__(
+                self, "effective_from", dt.datetime.combine(self.effective_from, dt.time(), dt.timezone.utc)
+            )
 
 
 @dataclass(frozen=True)
@@ -445,10 +451,14 @@ def _rates(c: _Checker, raw: Any) -> tuple[Rate, ...]:
         )
         since = c.get(t, "effective_from", f"{key}.effective_from", (dt.date, dt.datetime), None)
         if isinstance(since, dt.datetime):
-            since = since.date()
+            if since.tzinfo is None:
+                c.bad(f"{key}.effective_from", f"{since.isoformat()} has no UTC offset: write 2026-07-01T12:00:00Z")
+                since = None
+            else:
+                since = since.astimezone(dt.timezone.utc)
         if model is not None and price is not None and since is not None:
             out.append(Rate(model, float(price), since))
-    seen: dict[tuple[str, dt.date], int] = {}
+    seen: dict[tuple[str, dt.datetime], int] = {}
     for i, r in enumerate(out):
         k = (r.gpu_model, r.effective_from)
         if k in seen:

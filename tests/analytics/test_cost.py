@@ -139,3 +139,30 @@ def test_energy_split_by_share_and_priced():
     e = energy_daily(allocation_hours(ALLOCS.with_columns(pl.lit("c").alias("cluster"))), hourly, 0.20).collect()
     (row,) = e.iter_rows(named=True)
     assert (row["tenant"], row["energy_kwh"], row["energy_usd"]) == ("nlp", pytest.approx(0.5), pytest.approx(0.1))
+
+
+def test_rate_change_mid_day():
+    # $2 until Nov 2 12:00 UTC, then $5. B holds half of G2 10:00-12:00 (all at $2): 0.5 x 2 h x 2 = 2.0.
+    # D holds G3 whole 11:00-13:00: 1 h at $2 + 1 h at $5 = 7.0.
+    rates = [Rate("H100", 2.0, dt.date(2026, 1, 1)), Rate("H100", 5.0, at(2, 12))]
+    a = allocs(
+        [
+            ("B", "nlp", "nlp", "G2", 0.5, at(2, 10), at(2, 12)),
+            ("D", "vision", "vision-train", "G3", 1.0, at(2, 11), at(2, 13)),
+        ]
+    )
+    cap = CAPACITY.filter(pl.col("date") == dt.date(2026, 11, 2))
+    out, unpriced = cost_daily(a, cap, rates, at(2, 0), dt.datetime(2026, 11, 3, tzinfo=UTC), idle_policy="none")
+    r = rows(out)
+    assert unpriced == []
+    assert r[(2, "nlp")]["cost_usd"] == pytest.approx(2.0)
+    assert r[(2, "vision")]["cost_usd"] == pytest.approx(7.0)
+    # Idle: 48 - 3 = 45 GPU-hours at the day's time-weighted rate (12 h x $2 + 12 h x $5) / 24 = $3.50
+    assert r[(2, None)]["idle_share_usd"] == pytest.approx(45 * 3.5)
+
+
+def test_time_before_the_first_rate_is_unpriced():
+    rates = [Rate("H100", 5.0, at(2, 12))]  # the model has a price only from noon
+    out, unpriced = cost_daily(ALLOCS, CAPACITY, rates, *PERIOD, idle_policy="none")
+    assert unpriced == [H100]
+    assert out.filter(pl.col("tenant") == "nlp")["cost_usd"].to_list() == [None]  # 10:00-12:00: no price yet

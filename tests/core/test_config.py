@@ -29,7 +29,8 @@ def test_good_config_is_parsed_into_typed_values():
     assert vision.weight == 3.0 and vision.quota == {"NVIDIA H100 80GB HBM3": 32, "*": 48}
     assert vision.budget_usd_per_month == 50000.0
     assert cfg.tenants[1].budget_usd_per_month is None
-    assert cfg.rates[1] == config.Rate("NVIDIA H100 80GB HBM3", 2.1, dt.date(2026, 7, 1))
+    assert cfg.rates[1] == config.Rate("NVIDIA H100 80GB HBM3", 2.1, dt.datetime(2026, 7, 1, tzinfo=dt.timezone.utc))
+    assert cfg.rates[2].effective_from == dt.datetime(2026, 9, 1, 12, tzinfo=dt.timezone.utc)  # mid-day change
     assert cfg.simulator.models == ("H100", "L4")
 
 

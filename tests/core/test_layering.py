@@ -30,6 +30,10 @@ def test_importing_the_core_starts_nothing():
 
 def test_ruff_lint_is_clean():
     ruff = Path(sys.executable).parent / "ruff"
-    r = subprocess.run([str(ruff), "check", "gpuledger", "collector", "analytics", "dashboards", "enforcer", "tests",
-                        "benchmarks"], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [str(ruff), "check", "gpuledger", "collector", "analytics", "dashboards", "enforcer", "tests", "benchmarks"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -38,8 +38,11 @@ def test_every_command_is_documented():
 def test_every_config_key_is_documented():
     from gpuledger import config
 
-    for cls, prefix in ((config.CollectorConfig, "collector."), (config.SimConfig, ""),
-                        (config.AnalyticsConfig, "analytics.")):
+    for cls, prefix in (
+        (config.CollectorConfig, "collector."),
+        (config.SimConfig, ""),
+        (config.AnalyticsConfig, "analytics."),
+    ):
         for field in cls.__dataclass_fields__:
             assert field in README, prefix + field
     for key in ("cluster", "lake.path", "usd_per_gpu_hour", "effective_from", "usd_per_month", "namespaces"):
