@@ -26,6 +26,33 @@ def gpu_of_pod(samples: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def split_time_sliced(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """Time-sliced replicas (`nvidia.com/gpu.shared`) on one GPU split it by their replica counts, moment by moment.
+
+    The pod asks for replicas, not a share: two pods with one replica each on a GPU hold half each while both run,
+    and the one left alone holds all of it. Each time-sliced row is cut at every start and end on its GPU, and
+    each piece's share is its replicas / all replicas on that GPU during the piece.
+    """
+    ts = rows.filter((pl.col("gpu_sharing") == "time-sliced") & pl.col("gpu_uuid").is_not_null())
+    rest = rows.filter((pl.col("gpu_sharing") != "time-sliced").fill_null(True) | pl.col("gpu_uuid").is_null())
+    bounds = (
+        pl.concat([ts.select("gpu_uuid", pl.col("start").alias("b")), ts.select("gpu_uuid", pl.col("end").alias("b"))])
+        .unique()
+        .sort("gpu_uuid", "b")
+        .with_columns(pl.col("b").shift(-1).over("gpu_uuid").alias("b_end"))
+        .drop_nulls("b_end")
+    )
+    pieces = (
+        ts.join(bounds, on="gpu_uuid")
+        .filter((pl.col("b") >= pl.col("start")) & (pl.col("b_end") <= pl.col("end")))
+        .with_columns(pl.col("gpus").alias("_replicas"))
+        .with_columns((pl.col("_replicas") / pl.col("_replicas").sum().over("gpu_uuid", "b")).alias("share"))
+        .with_columns(pl.col("b").alias("start"), pl.col("b_end").alias("end"))
+        .drop("b", "b_end", "_replicas")
+    )
+    return pl.concat([rest, pieces.select(rest.collect_schema().names())])
+
+
 def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """Columns: cluster, job_id, tenant, namespace, pod, node, gpu_model, gpu_uuid, share, start, end, open."""
     now_lit = pl.lit(now).dt.cast_time_unit("us")
@@ -40,7 +67,7 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
     n = pl.col("gpu_uuids").list.len().fill_null(0)
     # The share each named GPU holds: whole jobs 1.0 per GPU; below one GPU, the request itself.
     per_gpu = pl.when(pl.col("gpus") >= 1).then(pl.col("gpus") / n).otherwise(pl.col("gpus"))
-    return (
+    rows = (
         j.with_columns(
             pl.when(n > 0).then(per_gpu).otherwise(pl.col("gpus")).alias("share"),
             pl.when(n > 0)
@@ -53,19 +80,23 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
         )
         .explode("gpu_uuid")
         .filter(pl.col("end") > pl.col("start"))
-        .select(
-            "cluster",
-            "job_id",
-            "tenant",
-            "namespace",
-            "pod",
-            "node",
-            "gpu_model",
-            "gpu_uuid",
-            "share",
-            "start",
-            "end",
-            "open",
-        )
+    )
+    cols = [
+        "cluster",
+        "job_id",
+        "tenant",
+        "namespace",
+        "pod",
+        "node",
+        "gpu_model",
+        "gpu_uuid",
+        "share",
+        "start",
+        "end",
+        "open",
+    ]
+    return (
+        split_time_sliced(rows.select(*cols, "gpu_sharing", "gpus"))
+        .select(cols)
         .sort("start", "job_id", "gpu_uuid", nulls_last=True)
     )

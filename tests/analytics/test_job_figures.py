@@ -139,3 +139,42 @@ def test_allocations_whole_fraction_mig_and_telemetry(jobs):
     # Without telemetry E keeps one row with no GPU, so its GPU-hours still count for nlp.
     bare = allocations(jobs, NOW).collect().filter(pl.col("job_id") == "E")
     assert bare["gpu_uuid"].to_list() == [None] and bare["share"].to_list() == [1.0]
+
+
+def test_time_sliced_replicas_split_their_gpu_moment_by_moment():
+    # Two time-sliced pods on G9 (one replica each): T1 10:00-12:00, T2 11:00-13:00. Alone T1 holds all of G9
+    # (10-11), together each holds half (11-12), then T2 alone holds all of it (12-13).
+    ts = dict(tenant="nlp", namespace="nlp", gpu_model="H100", gpus=1.0, gpu_sharing="time-sliced")
+    rows = [
+        state(
+            "T1",
+            t(12),
+            "succeeded",
+            **ts,
+            pod="t1",
+            submitted_at=t(10),
+            scheduled_at=t(10),
+            finished_at=t(12),
+            gpu_uuids=["G9"],
+        ),
+        state(
+            "T2",
+            t(13),
+            "succeeded",
+            **ts,
+            pod="t2",
+            submitted_at=t(11),
+            scheduled_at=t(11),
+            finished_at=t(13),
+            gpu_uuids=["G9"],
+        ),
+    ]
+    a = allocations(conform("jobs", frame_from_rows("jobs", rows)).lazy(), NOW).collect()
+    got = [
+        (r["job_id"], r["start"].hour, r["end"].hour, r["share"])
+        for r in a.sort("job_id", "start").iter_rows(named=True)
+    ]
+    assert got == [("T1", 10, 11, 1.0), ("T1", 11, 12, 0.5), ("T2", 11, 12, 0.5), ("T2", 12, 13, 1.0)]
+    # GPU-hours: T1 1 + 0.5 = 1.5; T2 0.5 + 1 = 1.5; together exactly the 3 hours G9 was busy
+    hours = a.with_columns(((pl.col("end") - pl.col("start")).dt.total_hours() * pl.col("share")).alias("h"))
+    assert hours.group_by("job_id").agg(pl.col("h").sum()).sort("job_id")["h"].to_list() == [1.5, 1.5]
