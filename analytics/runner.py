@@ -136,7 +136,12 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 WHOLE = {
     "job_stats": lambda lake, now, cfg: job_stats(scan(lake, "jobs"), now),
     "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
-    "job_hourly": lambda lake, now, cfg: job_hourly(_allocations(lake, now), scan(lake, "gpu_hourly")),
+    "job_hourly": lambda lake, now, cfg: job_hourly(
+        _allocations(lake, now),
+        scan(lake, "gpu_hourly"),
+        cfg.analytics.waste_threshold_pct,
+        cfg.analytics.waste_window_h,
+    ),
     "cost_daily": _cost,
     "decisions": _decisions,
 }

@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.waste import allocation_hours
+from analytics.waste import DEFAULT_THRESHOLD_PCT, DEFAULT_WINDOW_H, allocation_hours, idle_allocated
 
 
-def job_hourly(allocs: pl.LazyFrame, hourly: pl.LazyFrame) -> pl.LazyFrame:
+def job_hourly(
+    allocs: pl.LazyFrame,
+    hourly: pl.LazyFrame,
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT,
+    window_h: int = DEFAULT_WINDOW_H,
+) -> pl.LazyFrame:
+    """Per job and hour; `idle_gpu_hours` is the waste by the threshold x window rule of analytics/waste.py."""
+    wasted = (
+        idle_allocated(allocs, hourly, threshold_pct, window_h)
+        .filter(pl.col("wasted"))
+        .group_by("job_id", "hour")
+        .agg(pl.col("gpu_hours").sum().alias("idle_gpu_hours"))
+    )
     h = allocation_hours(allocs).join(
         hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean", "sm_active_ratio_mean", "mem_used_bytes_max", "model"),
         on=["gpu_uuid", "hour"],
@@ -32,6 +44,8 @@ def job_hourly(allocs: pl.LazyFrame, hourly: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("mem_used_bytes_max").max(),
             pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),
         )
+        .join(wasted, on=["job_id", "hour"], how="left")
+        .with_columns(pl.col("idle_gpu_hours").fill_null(0.0))
         .sort("hour", "job_id")
     )
 

@@ -292,6 +292,11 @@ JOB_HOURLY = Table(
         _c("sm_active_gpu_hours", pl.Float64, "allocated x mean SM activity; null where not measured"),
         _c("mem_used_bytes_max", pl.Int64, "peak memory used on its GPUs"),
         _c("measured", pl.Boolean, "every GPU it held reported utilization that hour"),
+        _c(
+            "idle_gpu_hours",
+            pl.Float64,
+            "allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)",
+        ),
         _DATE,
     ),
     node_in_path=False,

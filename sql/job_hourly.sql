@@ -16,6 +16,7 @@ SELECT
     sm_active_gpu_hours,                                     -- DOUBLE: allocated x mean SM activity; null where not measured
     mem_used_bytes_max,                                      -- BIGINT: peak memory used on its GPUs
     measured,                                                -- BOOLEAN: every GPU it held reported utilization that hour
+    idle_gpu_hours,                                          -- DOUBLE: allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -84,3 +84,14 @@ def test_efficiency_is_weighted_by_gpu_hours():
     fleet = efficiency(job_hourly(ALLOCS, HOURLY), ("cluster",)).collect().row(0, named=True)
     # Fleet: (1.0 + 0.6) / 3.0, not the mean of the tenant ratios (0.55)
     assert fleet["efficiency"] == pytest.approx(1.6 / 3.0)
+
+
+def test_idle_gpu_hours_by_the_waste_rule():
+    # threshold 20%: J1's 11:00 hour (10%) is idle; with window 1 it is waste, with window 2 a lone hour is not
+    one = {
+        (r["job_id"], r["hour"].hour): r["idle_gpu_hours"]
+        for r in job_hourly(ALLOCS, HOURLY, threshold_pct=20, window_h=1).collect().iter_rows(named=True)
+    }
+    assert one[("J1", 11)] == 1.0 and one[("J1", 10)] == 0.0 and one[("J2", 10)] == 0.0
+    two = job_hourly(ALLOCS, HOURLY, threshold_pct=20, window_h=2).collect()
+    assert two["idle_gpu_hours"].sum() == 0.0
