@@ -35,16 +35,53 @@ def queue_stats(stats: pl.LazyFrame, by: tuple[str, ...] = DEFAULT_BY) -> pl.Laz
 def queue_depth(
     stats: pl.LazyFrame, start: dt.datetime, end: dt.datetime, every: str = "5m", by: tuple[str, ...] = ("gpu_model",)
 ) -> pl.LazyFrame:
-    """Jobs (and GPUs) waiting at each `every` tick in [start, end): submitted <= t and not yet scheduled at t."""
+    """Jobs (and GPUs) waiting at each `every` tick in [start, end): submitted <= t and not yet scheduled at t.
+
+    From events, not a cross join: +1 at submission, -1 when bound (or when it ended unbound, e.g. cancelled
+    while pending); the running sum per group, read at each tick (as of the tick, inclusive).
+    """
+    j = stats.select(*by, "gpus", "submitted_at", pl.coalesce("scheduled_at", "finished_at").alias("left_at"))
+    events = (
+        pl.concat(
+            [
+                j.select(
+                    *by, pl.col("submitted_at").alias("t"), pl.lit(1).alias("d_jobs"), pl.col("gpus").alias("d_gpus")
+                ),
+                j.filter(pl.col("left_at").is_not_null()).select(
+                    *by, pl.col("left_at").alias("t"), pl.lit(-1).alias("d_jobs"), (-pl.col("gpus")).alias("d_gpus")
+                ),
+            ]
+        )
+        .group_by(*by, "t")
+        .agg(pl.col("d_jobs").sum(), pl.col("d_gpus").sum())
+        .sort(*by, "t")
+        .with_columns(
+            pl.col("d_jobs").cum_sum().over(by or None).alias("pending_jobs")
+            if by
+            else pl.col("d_jobs").cum_sum().alias("pending_jobs"),
+            pl.col("d_gpus").cum_sum().over(by or None).alias("pending_gpus")
+            if by
+            else pl.col("d_gpus").cum_sum().alias("pending_gpus"),
+        )
+        .select(*by, "t", "pending_jobs", "pending_gpus")
+    )
     ticks = pl.LazyFrame({"ts": pl.datetime_range(start, end, every, closed="left", time_zone="UTC", eager=True)})
-    waiting = stats.select(*by, "gpus", "submitted_at", "scheduled_at", "finished_at")
-    joined = ticks.join(waiting, how="cross").filter(
-        (pl.col("submitted_at") <= pl.col("ts"))
-        & (pl.col("scheduled_at").is_null() | (pl.col("scheduled_at") > pl.col("ts")))
-        & (pl.col("finished_at").is_null() | (pl.col("finished_at") > pl.col("ts")))
+    groups = events.select(*by).unique() if by else pl.LazyFrame({"_one": [1]})
+    grid = ticks.join(groups, how="cross").sort(*by, "ts") if by else ticks
+    out = grid.join_asof(
+        events.sort(*by, "t") if by else events.sort("t"),
+        left_on="ts",
+        right_on="t",
+        by=list(by) or None,
+        strategy="backward",
     )
     return (
-        joined.group_by("ts", *by)
-        .agg(pl.len().alias("pending_jobs"), pl.col("gpus").sum().alias("pending_gpus"))
+        out.with_columns(pl.col("pending_jobs").fill_null(0), pl.col("pending_gpus").fill_null(0.0))
+        .filter(pl.col("pending_jobs") > 0)
+        .select("ts", *by, "pending_jobs", "pending_gpus")
         .sort("ts", *by)
     )
+
+
+def _running(e: pl.Expr, by: tuple[str, ...]) -> pl.Expr:
+    return e.cum_sum().over(by) if by else e.cum_sum()

@@ -24,6 +24,7 @@ from analytics.decisions import decayed_usage, decisions
 from analytics.frag_series import fragmentation_series
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest
+from analytics.queue_time import queue_depth
 from analytics.utilization import job_hourly
 from analytics.waste import allocation_hours, idle_allocated
 from gpuledger import schema
@@ -71,6 +72,15 @@ def _capacity(lake: Path) -> pl.LazyFrame:
         .group_by("cluster", "date", pl.col("model").alias("gpu_model"))
         .agg(pl.len().cast(pl.Float64).alias("gpu_hours"))
     )
+
+
+def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    stats = job_stats(scan(lake, "jobs"), now)
+    first = stats.select(pl.col("submitted_at").min()).collect().item()
+    if first is None:
+        return pl.LazyFrame(schema=schema.table("queue_depth").polars_schema).drop("date")
+    start = first.replace(minute=first.minute - first.minute % 5, second=0, microsecond=0)
+    return queue_depth(stats, start, now, "5m").with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
 def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
@@ -143,6 +153,7 @@ WHOLE = {
         cfg.analytics.waste_window_h,
     ),
     "cost_daily": _cost,
+    "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "decisions": _decisions,
 }
 

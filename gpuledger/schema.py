@@ -421,6 +421,21 @@ FRAGMENTATION = Table(
     node_in_path=False,
 )
 
+QUEUE_DEPTH = Table(
+    "queue_depth",
+    "one GPU model x 5-minute tick with jobs waiting: how many jobs and GPUs were pending",
+    "ts",
+    (
+        _c("ts", UTC_US, "the tick, UTC", False),
+        _CLUSTER,
+        _c("gpu_model", pl.String, "GPU model asked for"),
+        _c("pending_jobs", pl.Int64, "jobs submitted and not yet bound at the tick"),
+        _c("pending_gpus", pl.Float64, "GPUs those jobs ask for"),
+        _DATE,
+    ),
+    node_in_path=False,
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (
     GPU_HOURLY,
@@ -431,6 +446,7 @@ DERIVED_TABLES = (
     COST_DAILY,
     DECISIONS,
     FRAGMENTATION,
+    QUEUE_DEPTH,
 )
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 

@@ -113,6 +113,8 @@ def test_queue_depth(jobs):
     assert dt.datetime(2026, 11, 2, 10, 10, tzinfo=UTC) not in at  # A bound at 10:10: nobody waits
     assert at[dt.datetime(2026, 11, 2, 12, 0, tzinfo=UTC)]["pending_jobs"] == 2  # D and E
     assert at[dt.datetime(2026, 11, 2, 12, 5, tzinfo=UTC)]["pending_gpus"] == 1.0  # E bound at 12:05; D waits
+    per_model = queue_depth(job_stats(jobs, NOW), dt.datetime(2026, 11, 2, 9, tzinfo=UTC), NOW, "5m").collect()
+    assert per_model.drop("gpu_model").equals(d) and set(per_model["gpu_model"]) == {"H100"}  # one model here
 
 
 def test_outcomes(jobs):

@@ -1,0 +1,15 @@
+-- queue_depth: one GPU model x 5-minute tick with jobs waiting: how many jobs and GPUs were pending.
+-- Time column: ts (UTC). Written by analytics/ (gpuledger analyze). Ticks with nobody waiting have no row.
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only; every column is in the file.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW queue_depth AS
+SELECT
+    ts,                                                      -- TIMESTAMP WITH TIME ZONE: the tick, UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    gpu_model,                                               -- VARCHAR: GPU model asked for
+    pending_jobs,                                            -- BIGINT: jobs submitted and not yet bound at the tick
+    pending_gpus,                                            -- DOUBLE: GPUs those jobs ask for
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/queue_depth/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
