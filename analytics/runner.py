@@ -25,7 +25,7 @@ from analytics.frag_series import fragmentation_series
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest
 from analytics.queue_time import queue_depth
-from analytics.utilization import job_hourly
+from analytics.utilization import job_5min, job_hourly
 from analytics.waste import allocation_hours, idle_allocated
 from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
@@ -152,6 +152,7 @@ WHOLE = {
         cfg.analytics.waste_threshold_pct,
         cfg.analytics.waste_window_h,
     ),
+    "job_5min": lambda lake, now, cfg: job_5min(_allocations(lake, now), scan(lake, "gpu_5min")),
     "cost_daily": _cost,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "decisions": _decisions,

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.waste import DEFAULT_THRESHOLD_PCT, DEFAULT_WINDOW_H, allocation_hours, idle_allocated
+from analytics.waste import (
+    DEFAULT_THRESHOLD_PCT,
+    DEFAULT_WINDOW_H,
+    allocation_buckets,
+    allocation_hours,
+    idle_allocated,
+)
 
 
 def job_hourly(
@@ -47,6 +53,26 @@ def job_hourly(
         .join(wasted, on=["job_id", "hour"], how="left")
         .with_columns(pl.col("idle_gpu_hours").fill_null(0.0))
         .sort("hour", "job_id")
+    )
+
+
+def job_5min(allocs: pl.LazyFrame, five_min: pl.LazyFrame) -> pl.LazyFrame:
+    """Per job and 5-minute bucket: allocated, busy and SM-active GPU-hours (same rules as job_hourly)."""
+    h = allocation_buckets(allocs, "5m", "bucket_start").join(
+        five_min.select("gpu_uuid", "bucket_start", "util_gpu_pct_mean", "sm_active_ratio_mean"),
+        on=["gpu_uuid", "bucket_start"],
+        how="left",
+    )
+    return (
+        h.group_by("cluster", "bucket_start", "node", "tenant", "job_id", "gpu_model")
+        .agg(
+            pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
+            (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
+            pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
+            .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
+            .alias("sm_active_gpu_hours"),
+        )
+        .sort("bucket_start", "job_id")
     )
 
 

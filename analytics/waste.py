@@ -14,20 +14,28 @@ DEFAULT_THRESHOLD_PCT = 5.0
 DEFAULT_WINDOW_H = 1
 
 
-def allocation_hours(allocs: pl.LazyFrame) -> pl.LazyFrame:
-    """Allocation intervals cut into UTC hours: hour, and the fraction of that hour held (x share)."""
-    hours = (
+def allocation_buckets(allocs: pl.LazyFrame, every: str = "1h", name: str = "hour") -> pl.LazyFrame:
+    """Allocation intervals cut into UTC buckets of `every`: the bucket, and GPU-hours held in it (x share)."""
+    step = pl.duration(hours=1) if every == "1h" else pl.duration(minutes=int(every.removesuffix("m")))
+    buckets = (
         allocs.filter(pl.col("gpu_uuid").is_not_null())
         .with_columns(
             pl.datetime_ranges(
-                pl.col("start").dt.truncate("1h"), pl.col("end") - pl.duration(microseconds=1), "1h"
-            ).alias("hour")
+                pl.col("start").dt.truncate(every), pl.col("end") - pl.duration(microseconds=1), every
+            ).alias(name)
         )
-        .explode("hour")
+        .explode(name)
     )
-    h_start = pl.max_horizontal(pl.col("start"), pl.col("hour"))
-    h_end = pl.min_horizontal(pl.col("end"), pl.col("hour") + pl.duration(hours=1))
-    return hours.with_columns(((h_end - h_start).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias("gpu_hours"))
+    b_start = pl.max_horizontal(pl.col("start"), pl.col(name))
+    b_end = pl.min_horizontal(pl.col("end"), pl.col(name) + step)
+    return buckets.with_columns(
+        ((b_end - b_start).dt.total_microseconds() / 3.6e9 * pl.col("share")).alias("gpu_hours")
+    )
+
+
+def allocation_hours(allocs: pl.LazyFrame) -> pl.LazyFrame:
+    """Allocation intervals cut into UTC hours: hour, and the GPU-hours held in it (x share)."""
+    return allocation_buckets(allocs, "1h", "hour")
 
 
 def idle_allocated(

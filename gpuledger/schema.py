@@ -302,6 +302,25 @@ JOB_HOURLY = Table(
     node_in_path=False,
 )
 
+JOB_5MIN = Table(
+    "job_5min",
+    "one job x 5-minute bucket it held GPUs: allocated, busy and SM-active GPU-hours",
+    "bucket_start",
+    (
+        _c("bucket_start", UTC_US, "start of the 5-minute bucket, UTC", False),
+        _CLUSTER,
+        _NODE,
+        _c("tenant", pl.String, "tenant"),
+        _c("job_id", pl.String, "job id", False),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("allocated_gpu_hours", pl.Float64, "share x fraction of the bucket held, in GPU-hours"),
+        _c("busy_gpu_hours", pl.Float64, "allocated x the GPU's duty cycle in the bucket"),
+        _c("sm_active_gpu_hours", pl.Float64, "allocated x mean SM activity; null where not measured"),
+        _DATE,
+    ),
+    node_in_path=False,
+)
+
 JOB_STATS = Table(
     "job_stats",
     "one job (its latest state) with its wait, run time and GPU-hours",
@@ -441,6 +460,7 @@ DERIVED_TABLES = (
     GPU_HOURLY,
     GPU_5MIN,
     JOB_HOURLY,
+    JOB_5MIN,
     JOB_STATS,
     GPU_ALLOCATIONS,
     COST_DAILY,

@@ -95,3 +95,23 @@ def test_idle_gpu_hours_by_the_waste_rule():
     assert one[("J1", 11)] == 1.0 and one[("J1", 10)] == 0.0 and one[("J2", 10)] == 0.0
     two = job_hourly(ALLOCS, HOURLY, threshold_pct=20, window_h=2).collect()
     assert two["idle_gpu_hours"].sum() == 0.0
+
+
+def test_job_5min_buckets():
+    from analytics.utilization import job_5min
+
+    five = pl.LazyFrame(
+        {
+            "gpu_uuid": ["G1", "G1"],
+            "bucket_start": [at(10), at(10, 5)],
+            "util_gpu_pct_mean": [100.0, 50.0],
+            "sm_active_ratio_mean": [None, 0.25],
+        },
+        schema_overrides={"bucket_start": pl.Datetime("us", "UTC"), "sm_active_ratio_mean": pl.Float64},
+    )
+    a = ALLOCS.filter(pl.col("job_id") == "J1").with_columns(pl.lit(at(10, 10)).dt.cast_time_unit("us").alias("end"))
+    rows = job_5min(a, five).collect().sort("bucket_start")
+    # 10:00-10:10 whole G1: two buckets of 5/60 GPU-hours; busy 100% then 50%
+    assert rows["allocated_gpu_hours"].to_list() == pytest.approx([5 / 60, 5 / 60])
+    assert rows["busy_gpu_hours"].to_list() == pytest.approx([5 / 60, 2.5 / 60])
+    assert rows["sm_active_gpu_hours"].to_list()[0] is None
