@@ -152,7 +152,6 @@ WHOLE = {
         cfg.analytics.waste_threshold_pct,
         cfg.analytics.waste_window_h,
     ),
-    "job_5min": lambda lake, now, cfg: job_5min(_allocations(lake, now), scan(lake, "gpu_5min")),
     "cost_daily": _cost,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "decisions": _decisions,
@@ -204,8 +203,15 @@ def run(
         # Streaming: the samples of a week of a large fleet do not fit in memory at once; the rollup does.
         five = gpu_5min(window).collect(engine="streaming")
         hourly = gpu_hourly(five.lazy()).collect()
-        mark = t0  # gpu_5min's time includes the pass over the samples (both rollups come from it)
-        for job, out in (("gpu_5min", five), ("gpu_hourly", hourly)):
+        # Job utilization per 5 minutes for the same window, from the rollup in memory: allocations clipped to it.
+        allocs = (
+            _allocations(lake, hi)
+            .filter(pl.col("end") > lo)
+            .with_columns(pl.max_horizontal("start", pl.lit(lo).dt.cast_time_unit("us")).alias("start"))
+        )
+        j5 = job_5min(allocs, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
+        mark = t0  # gpu_5min's time includes the pass over the samples (all three come from it)
+        for job, out in (("gpu_5min", five), ("gpu_hourly", hourly), ("job_5min", j5)):
             out = _keep_rows_before(lake, job, out, lo)
             writer.write_partitions(job, out, job)
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())

@@ -35,8 +35,9 @@ class Table:
     grain: str
     time_column: str
     columns: tuple[Column, ...]
-    # Telemetry is partitioned by UTC date and node; job-level derived tables (thousands of rows, not millions)
-    # by date only, with their `node` column inside the file: a file per node would be a file per handful of rows.
+    # Raw telemetry is partitioned by UTC date and node (one collector writes one node); derived tables by date
+    # only, with their `node` column inside the file: a file per node and day would hold a handful of rows, and
+    # writing thousands of tiny files was most of an analytics run.
     node_in_path: bool = True
 
     @property
@@ -72,7 +73,7 @@ def _c(name: str, dtype: pl.DataType, doc: str, nullable: bool = True) -> Column
 
 
 _CLUSTER = _c("cluster", pl.String, "cluster name from config ('default' when unset)", False)
-_NODE = _c("node", pl.String, "Kubernetes node / host name (partition column)")
+_NODE = _c("node", pl.String, "Kubernetes node / host name (in the path of raw tables: node=)")
 _DATE = _c("date", pl.Date, "UTC date of the time column (partition column)", False)
 
 GPU_SAMPLES = Table(
@@ -266,6 +267,7 @@ GPU_HOURLY = Table(
         _c("energy_wh", pl.Float64, "power_w_mean x hours covered by samples"),
         _DATE,
     ),
+    node_in_path=False,
 )
 
 GPU_5MIN = Table(
@@ -274,6 +276,7 @@ GPU_5MIN = Table(
     "bucket_start",
     (_c("bucket_start", UTC_US, "start of the 5-minute bucket, UTC", False),)
     + tuple(c for c in GPU_HOURLY.columns if c.name != "hour"),
+    node_in_path=False,
 )
 
 JOB_HOURLY = Table(

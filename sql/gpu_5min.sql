@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_5min AS
 SELECT
     bucket_start,                                            -- TIMESTAMP WITH TIME ZONE: start of the 5-minute bucket, UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
     parent_gpu_uuid,                                         -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                   -- VARCHAR: GPU product name
@@ -19,5 +19,5 @@ SELECT
     power_w_mean,                                            -- DOUBLE: mean power draw
     energy_wh,                                               -- DOUBLE: power_w_mean x hours covered by samples
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_5min/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_5min/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_fields AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
     field,                                                  -- VARCHAR: source field name, e.g. DCGM_FI_DEV_PCIE_REPLAY_COUNTER
     value,                                                  -- DOUBLE: value as the source reports it (unit in the field's documentation)

@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_processes AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
     pid,                                                    -- BIGINT: process id on the node
     process_name,                                           -- VARCHAR: executable name

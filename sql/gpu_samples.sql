@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_samples AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuid,                                               -- VARCHAR: GPU UUID (MIG instance UUID for a MIG row)
     gpu_index,                                              -- INTEGER: NVML device index on the node
     parent_gpu_uuid,                                        -- VARCHAR: physical GPU UUID of a MIG instance, null otherwise

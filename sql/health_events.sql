@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW health_events AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: when it happened or was seen, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuid,                                               -- VARCHAR: GPU concerned, null for a node-level event
     kind,                                                   -- VARCHAR: xid, ecc, lost, throttle, scrape_error, spool_corrupt
     code,                                                   -- BIGINT: Xid number or error code, when there is one

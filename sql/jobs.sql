@@ -21,7 +21,7 @@ SELECT
     finished_at,                                            -- TIMESTAMP WITH TIME ZONE: ended, UTC
     status,                                                 -- VARCHAR: pending, running, succeeded, failed, cancelled, preempted
     reason,                                                 -- VARCHAR: why it ended or waits (OOMKilled, Evicted, Error, ...)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     gpu_uuids,                                              -- VARCHAR[]: GPUs bound to it
     owner_kind,                                             -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
     owner_name,                                             -- VARCHAR: top owner name

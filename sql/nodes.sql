@@ -7,7 +7,7 @@ WITH raw AS (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/nodes
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR}))
 SELECT
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (partition column)
+    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
     arg_max(gpu_model, last_seen) AS gpu_model,             -- VARCHAR: GPU product name
     arg_max(gpu_count, last_seen) AS gpu_count,             -- INTEGER: physical GPUs
     arg_max(gpu_mem_bytes, last_seen) AS gpu_mem_bytes,     -- BIGINT: memory of one GPU
