@@ -20,6 +20,18 @@ from analytics.waste import (
 )
 
 
+def _gpu_hour_aggs() -> list[pl.Expr]:
+    """Allocated, busy and SM-active GPU-hours of a group of allocation pieces (the rules in the docstring)."""
+    return [
+        pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
+        (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
+        # Null when no GPU of the job reported SM activity (a sum of nulls would read as 0).
+        pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
+        .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
+        .alias("sm_active_gpu_hours"),
+    ]
+
+
 def job_hourly(
     allocs: pl.LazyFrame,
     hourly: pl.LazyFrame,
@@ -41,12 +53,7 @@ def job_hourly(
     return (
         h.group_by("cluster", "hour", "node", "tenant", "job_id", "gpu_model")
         .agg(
-            pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
-            (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
-            # Null when no GPU of the job reported SM activity that hour (sum of nulls would read as 0).
-            pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
-            .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
-            .alias("sm_active_gpu_hours"),
+            *_gpu_hour_aggs(),
             pl.col("mem_used_bytes_max").max(),
             pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),
         )
@@ -65,13 +72,7 @@ def job_5min(allocs: pl.LazyFrame, five_min: pl.LazyFrame) -> pl.LazyFrame:
     )
     return (
         h.group_by("cluster", "bucket_start", "node", "tenant", "job_id", "gpu_model")
-        .agg(
-            pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
-            (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
-            pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
-            .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
-            .alias("sm_active_gpu_hours"),
-        )
+        .agg(*_gpu_hour_aggs())
         .sort("bucket_start", "job_id")
     )
 

@@ -106,6 +106,14 @@ def _utc(value: str | None, name: str) -> float | None:
     return t.timestamp()
 
 
+_interval_option = click.option(
+    "--interval-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between scrapes [config collector.interval_s].",
+)
+
+
 def _progress(label: str, length: int):
     return click.progressbar(length=length, label=label, file=sys.stderr, show_eta=True, show_pos=True)
 
@@ -193,12 +201,7 @@ def _stop_event() -> threading.Event:
     help="Source to collect from (repeatable) [config collector.sources].",
 )
 @click.option("--once", is_flag=True, help="Scrape once, flush to the lake and exit.")
-@click.option(
-    "--interval-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds between scrapes [config collector.interval_s].",
-)
+@_interval_option
 @click.option(
     "--flush-interval-s",
     type=click.FloatRange(min=0, min_open=True),
@@ -308,12 +311,7 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 
 # -- up -------------------------------------------------------------------------------------------------
 @main.command()
-@click.option(
-    "--interval-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds between scrapes [config collector.interval_s].",
-)
+@_interval_option
 @click.option(
     "--backfill-days",
     type=click.FloatRange(min=0),
