@@ -10,6 +10,7 @@ are removed after the new ones are in place. The same input gives the same files
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import time
@@ -36,32 +37,28 @@ log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
 
 
-_ALLOC_CACHE: dict[tuple[str, dt.datetime], pl.DataFrame] = {}
-
-
 def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
-    """Allocation intervals, computed once per run (four tables use them).
+    """Allocation intervals, computed once per run (five tables use them); see _allocations_frame."""
+    return _allocations_frame(str(lake), now).lazy()
 
-    Telemetry's pod labels are read only for jobs whose rows name no GPU, and only for those pods: scanning
-    every sample of a large fleet for nothing was the slowest part of a run.
-    """
-    key = (str(lake), now)
-    if key not in _ALLOC_CACHE:
-        _ALLOC_CACHE.clear()
-        jobs = scan(lake, "jobs")
-        unnamed = (
-            latest(jobs)
-            .filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
-            .select("pod")
-            .unique()
-            .collect()["pod"]
-            .drop_nulls()
-        )
-        pods = None
-        if len(unnamed):
-            pods = gpu_of_pod(scan(lake, "gpu_samples").filter(pl.col("pod").is_in(unnamed.implode())))
-        _ALLOC_CACHE[key] = allocations(jobs, now, pods).collect()
-    return _ALLOC_CACHE[key].lazy()
+
+@functools.lru_cache(maxsize=1)  # one run at a time: a new run (a new `now`) replaces the cached frame
+def _allocations_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
+    """Telemetry's pod labels are read only for jobs whose rows name no GPU, and only for those pods: scanning
+    every sample of a large fleet for nothing was the slowest part of a run."""
+    jobs = scan(lake, "jobs")
+    unnamed = (
+        latest(jobs)
+        .filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
+        .select("pod")
+        .unique()
+        .collect()["pod"]
+        .drop_nulls()
+    )
+    pods = None
+    if len(unnamed):
+        pods = gpu_of_pod(scan(lake, "gpu_samples").filter(pl.col("pod").is_in(unnamed.implode())))
+    return allocations(jobs, now, pods).collect()
 
 
 def _capacity(lake: Path) -> pl.LazyFrame:
@@ -179,6 +176,7 @@ def run(
     lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
 ) -> list[RunReport]:
     cfg = cfg or defaults()
+    _allocations_frame.cache_clear()  # the lake may have changed since the last run, even for the same `until`
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
