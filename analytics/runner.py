@@ -80,6 +80,21 @@ def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     return queue_depth(stats, start, now, "5m").with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
+def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    """The config's tenants, so SQL (chargeback against budgets) can read them from the lake like everything else."""
+    return pl.LazyFrame(
+        {
+            "computed_at": [now] * len(cfg.tenants),
+            "cluster": [cfg.cluster] * len(cfg.tenants),
+            "tenant": [t.name for t in cfg.tenants],
+            "namespaces": [list(t.namespaces) for t in cfg.tenants],
+            "weight": [t.weight for t in cfg.tenants],
+            "budget_usd_per_month": [t.budget_usd_per_month for t in cfg.tenants],
+        },
+        schema=schema.table("tenants").file_schema,
+    )
+
+
 def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     allocs = _allocations(lake, now)
     first = allocs.select(pl.col("start").min()).collect().item()
@@ -152,6 +167,7 @@ WHOLE = {
     "cost_daily": _cost,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "decisions": _decisions,
+    "tenants": lambda lake, now, cfg: _tenants(now, cfg),
 }
 
 

@@ -458,6 +458,22 @@ QUEUE_DEPTH = Table(
     node_in_path=False,
 )
 
+TENANTS = Table(
+    "tenants",
+    "one tenant as the config said at an analysis run (the `tenants` view keeps the latest run's)",
+    "computed_at",
+    (
+        _c("computed_at", UTC_US, "the analysis run that recorded it, UTC", False),
+        _CLUSTER,
+        _c("tenant", pl.String, "tenant name", False),
+        _c("namespaces", pl.List(pl.String), "its namespaces"),
+        _c("weight", pl.Float64, "fair-share weight"),
+        _c("budget_usd_per_month", pl.Float64, "monthly budget; null = none"),
+        _DATE,
+    ),
+    node_in_path=False,
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (
     GPU_HOURLY,
@@ -470,6 +486,7 @@ DERIVED_TABLES = (
     DECISIONS,
     FRAGMENTATION,
     QUEUE_DEPTH,
+    TENANTS,
 )
 TABLES: dict[str, Table] = {t.name: t for t in (*RAW_TABLES, *DERIVED_TABLES)}
 

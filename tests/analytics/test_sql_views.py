@@ -70,3 +70,32 @@ def test_views_work_on_an_empty_lake(tmp_path):
     with Lake(tmp_path) as q:
         assert q.execute("SELECT count(*) FROM tenant_daily").rows == [(0,)]
         assert q.execute("SELECT count(*) FROM queue_stats").rows == [(0,)]
+
+
+def test_chargeback_monthly_against_budgets(analysed):
+    from gpuledger.config import DEFAULT_TENANTS
+
+    budgets = {t.name: t.budget_usd_per_month for t in DEFAULT_TENANTS}
+    with Lake(analysed) as q:
+        frame = q.execute("SELECT * FROM chargeback_monthly").frame
+        (n,) = q.execute("SELECT count(*) FROM tenants").rows[0]
+    cb = {(r["tenant"], r["month"]): r for r in frame.iter_rows(named=True)}
+    assert n == len(DEFAULT_TENANTS)  # the latest snapshot only, one row per tenant
+    # Jobs already running when the simulated day began were bound in October, so two months appear.
+    month = pl.col("day_start").dt.truncate("1mo").dt.date().alias("month")
+    cost = (
+        scan(analysed, "cost_daily")
+        .filter(pl.col("tenant").is_not_null())
+        .group_by("tenant", month)
+        .agg((pl.col("cost_usd") + pl.col("idle_share_usd")).sum().alias("total"))
+        .collect()
+    )
+    assert set(cb) == {(t, m) for t, m, _ in cost.iter_rows()}
+    for tenant, m, total in cost.iter_rows():
+        row = cb[(tenant, m)]
+        assert row["total_usd"] == pytest.approx(total)
+        assert row["budget_usd"] == budgets[tenant]
+        if budgets[tenant] is None:
+            assert row["budget_used_pct"] is None  # platform has no budget
+        else:
+            assert row["budget_used_pct"] == pytest.approx(100 * total / budgets[tenant])

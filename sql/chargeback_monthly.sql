@@ -1,0 +1,21 @@
+-- chargeback_monthly: one tenant x calendar month (UTC): what it is charged, its share of idle capacity, the total,
+-- and that against its monthly budget. Built on cost_daily and tenants.
+CREATE OR REPLACE VIEW chargeback_monthly AS
+WITH charged AS (
+    SELECT cluster, tenant, CAST(date_trunc('month', day_start) AS DATE) AS month,
+           sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd
+    FROM cost_daily
+    WHERE tenant IS NOT NULL
+    GROUP BY ALL
+)
+SELECT
+    c.tenant,                                                -- VARCHAR: tenant
+    c.month,                                                 -- DATE: first day of the month
+    c.cost_usd,                                              -- DOUBLE: GPU-hours x rates
+    c.idle_share_usd,                                        -- DOUBLE: idle capacity shared to it
+    c.cost_usd + c.idle_share_usd AS total_usd,              -- DOUBLE: what it is charged
+    t.budget_usd_per_month AS budget_usd,                    -- DOUBLE: its monthly budget (null: none)
+    100 * (c.cost_usd + c.idle_share_usd) / t.budget_usd_per_month AS budget_used_pct, -- DOUBLE: share of budget used
+    c.cluster                                                -- VARCHAR: cluster
+FROM charged c
+LEFT JOIN tenants t ON t.cluster = c.cluster AND t.tenant = c.tenant;

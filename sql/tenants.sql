@@ -1,0 +1,16 @@
+-- tenants: one tenant per cluster as the config said at the latest analysis run (name, namespaces, weight, budget).
+-- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze); raw snapshots are kept per run day.
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW tenants AS
+SELECT
+    computed_at,                                             -- TIMESTAMP WITH TIME ZONE: the analysis run that recorded it, UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    tenant,                                                  -- VARCHAR: tenant name
+    namespaces,                                              -- VARCHAR[]: its namespaces
+    weight,                                                  -- DOUBLE: fair-share weight
+    budget_usd_per_month,                                    -- DOUBLE: monthly budget; null = none
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/tenants/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+QUALIFY computed_at = max(computed_at) OVER (PARTITION BY cluster);
