@@ -36,6 +36,25 @@ def gl(*args: str) -> tuple[float, int, str]:
     return time.perf_counter() - t0, rss.peak, out
 
 
+def simulate(lake: Path, days: float, end: str) -> None:
+    """The benchmark fleet (125 nodes x 8 GPUs at 10 s) over `days` ending at `end`."""
+    gl(
+        "simulate",
+        "--lake",
+        str(lake),
+        "--nodes",
+        "125",
+        "--gpus-per-node",
+        "8",
+        "--days",
+        str(days),
+        "--step-s",
+        "10",
+        "--end",
+        end,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lake", type=Path, default=None)
@@ -45,21 +64,7 @@ def main() -> None:
     if lake is None:
         tmp = Path(tempfile.mkdtemp(prefix="gl-analytics-"))
         lake = tmp / "lake"
-        gl(
-            "simulate",
-            "--lake",
-            str(lake),
-            "--nodes",
-            "125",
-            "--gpus-per-node",
-            "8",
-            "--days",
-            "7",
-            "--step-s",
-            "10",
-            "--end",
-            END,
-        )
+        simulate(lake, 7, END)
     for d in DERIVED:
         shutil.rmtree(lake / d, ignore_errors=True)
     import duckdb
@@ -74,21 +79,7 @@ def main() -> None:
     base_s = time.perf_counter() - t0
     full_s, full_rss, out = gl("analyze", "--lake", str(lake), "--to", END)
     # One more hour arrives (a simulated hour written after END), then the incremental run.
-    gl(
-        "simulate",
-        "--lake",
-        str(lake),
-        "--nodes",
-        "125",
-        "--gpus-per-node",
-        "8",
-        "--days",
-        str(1 / 24),
-        "--step-s",
-        "10",
-        "--end",
-        "2026-11-30T01:00:00Z",
-    )
+    simulate(lake, 1 / 24, "2026-11-30T01:00:00Z")
     inc_s, inc_rss, _ = gl("analyze", "--lake", str(lake), "--to", "2026-11-30T01:00:00Z")
     print(f"analytics over {samples:,} GPU samples ({groups:,} GPU-hours), 7 days x 1,000 GPUs at 10 s")
     print(f"  baseline: one DuckDB GROUP BY gpu_uuid, hour      {base_s:.1f} s ({duckdb.__version__})")
