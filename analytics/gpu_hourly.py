@@ -35,28 +35,41 @@ def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
-    """Per GPU and UTC hour, rolled up from gpu_5min: means weighted by samples, peaks, energy summed."""
+    """Per GPU and UTC hour, rolled up from gpu_5min: means weighted by samples, peaks, energy summed.
+
+    A weighted mean is sum(value x samples) / sum(samples) over the buckets where the value is known; null when
+    it is known in none. Both sums are plain column sums (precomputed products), which polars' group-by runs on
+    its fast path: a filter or a when/then inside the aggregation made this rollup ~6x slower.
+    """
     s = pl.col("samples")
-
-    def weighted(col: str) -> pl.Expr:
-        ok = pl.col(col).is_not_null()
-        return pl.when((ok & (s > 0)).any()).then((pl.col(col) * s).filter(ok).sum() / s.filter(ok).sum())
-
+    means = ("allocated_ratio", "busy_ratio", "util_gpu_pct_mean", "sm_active_ratio_mean", "power_w_mean")
+    weights = [
+        expr
+        for c in means
+        for expr in (
+            (pl.col(c) * s).alias(f"_{c}_x"),
+            pl.when(pl.col(c).is_not_null() & (s > 0)).then(s).otherwise(0).alias(f"_{c}_n"),
+        )
+    ]
+    sums = [pl.col(f"_{c}_{k}").sum() for c in means for k in ("x", "n")]
     return (
-        five_min.group_by(
+        five_min.with_columns(*weights, pl.col("energy_wh").is_not_null().alias("_energy_known"))
+        .group_by(
             "cluster", "node", "gpu_uuid", "parent_gpu_uuid", pl.col("bucket_start").dt.truncate("1h").alias("hour")
         )
         .agg(
             pl.col("model").drop_nulls().last(),
             s.sum().alias("samples"),
-            *[
-                weighted(c).alias(c)
-                for c in ("allocated_ratio", "busy_ratio", "util_gpu_pct_mean", "sm_active_ratio_mean", "power_w_mean")
-            ],
+            *sums,
             pl.col("mem_used_bytes_max").max(),
-            pl.when(pl.col("energy_wh").is_not_null().any()).then(pl.col("energy_wh").sum()).alias("energy_wh"),
+            pl.col("energy_wh").sum(),
+            pl.col("_energy_known").any(),
         )
-        .with_columns(pl.col("hour").dt.date().alias("date"))
+        .with_columns(
+            *[pl.when(pl.col(f"_{c}_n") > 0).then(pl.col(f"_{c}_x") / pl.col(f"_{c}_n")).alias(c) for c in means],
+            pl.when(pl.col("_energy_known")).then(pl.col("energy_wh")).alias("energy_wh"),
+            pl.col("hour").dt.date().alias("date"),
+        )
         .select(
             "cluster",
             "node",

@@ -37,6 +37,16 @@ log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
 
 
+@functools.lru_cache(maxsize=1)  # cleared at each run's start, like _allocations_frame
+def _jobs_frame(lake: str) -> pl.DataFrame:
+    """The jobs table, read once per run: five jobs read it, and each read lists and opens every jobs file."""
+    return scan(lake, "jobs").collect()
+
+
+def _jobs(lake: Path | str) -> pl.LazyFrame:
+    return _jobs_frame(str(lake)).lazy()
+
+
 def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     """Allocation intervals, computed once per run (five tables use them); see _allocations_frame."""
     return _allocations_frame(str(lake), now).lazy()
@@ -46,7 +56,7 @@ def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
 def _allocations_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
     """Telemetry's pod labels are read only for jobs whose rows name no GPU, and only for those pods: scanning
     every sample of a large fleet for nothing was the slowest part of a run."""
-    jobs = scan(lake, "jobs")
+    jobs = _jobs(lake)
     unnamed = (
         latest(jobs)
         .filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
@@ -72,7 +82,7 @@ def _capacity(lake: Path) -> pl.LazyFrame:
 
 
 def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    stats = job_stats(scan(lake, "jobs"), now)
+    stats = job_stats(_jobs(lake), now)
     first = stats.select(pl.col("submitted_at").min()).collect().item()
     if first is None:
         return pl.LazyFrame(schema=schema.table("queue_depth").polars_schema).drop("date")
@@ -156,7 +166,7 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 
 # Recomputed whole each run, in this order (decisions read the cost just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "job_stats": lambda lake, now, cfg: job_stats(scan(lake, "jobs"), now),
+    "job_stats": lambda lake, now, cfg: job_stats(_jobs(lake), now),
     "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
     "job_hourly": lambda lake, now, cfg: job_hourly(
         _allocations(lake, now),
@@ -192,7 +202,9 @@ def run(
     lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
 ) -> list[RunReport]:
     cfg = cfg or defaults()
-    _allocations_frame.cache_clear()  # the lake may have changed since the last run, even for the same `until`
+    # The lake may have changed since the last run, even for the same `until`.
+    _allocations_frame.cache_clear()
+    _jobs_frame.cache_clear()
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
@@ -285,7 +297,7 @@ def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) 
         lo = dt.datetime.fromtimestamp(wm - LOOKBACK_S - (wm - LOOKBACK_S) % 3600, dt.timezone.utc)
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     allocs = _allocations(lake, now).select("gpu_uuid", "share", "start", "end").collect()
-    jobs = job_stats(scan(lake, "jobs"), now).select("gpu_model", "gpus").collect()
+    jobs = job_stats(_jobs(lake), now).select("gpu_model", "gpus").collect()
     out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster)
     if out.height:
         out = _keep_rows_before(lake, "fragmentation", out.with_columns(pl.col("ts").dt.date().alias("date")), lo)

@@ -19,6 +19,15 @@ from analytics.waste import (
     idle_allocated,
 )
 
+# A job's node, tenant and model are the same on every one of its rows: taking them once per group, rather than
+# grouping by them too, keeps the group key short (a third of job_5min's time went to hashing six strings).
+_ATTRS = ("node", "tenant", "gpu_model")
+_GROUP = ("cluster", "hour", "job_id", *_ATTRS)
+
+
+def _job_attrs() -> list[pl.Expr]:
+    return [pl.col(c).first() for c in _ATTRS]
+
 
 def _gpu_hour_aggs() -> list[pl.Expr]:
     """Allocated, busy and SM-active GPU-hours of a group of allocation pieces (the rules in the docstring)."""
@@ -51,14 +60,16 @@ def job_hourly(
         how="left",
     )
     return (
-        h.group_by("cluster", "hour", "node", "tenant", "job_id", "gpu_model")
+        h.group_by("cluster", "job_id", "hour")
         .agg(
+            *_job_attrs(),
             *_gpu_hour_aggs(),
             pl.col("mem_used_bytes_max").max(),
             pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),
         )
         .join(wasted, on=["job_id", "hour"], how="left")
         .with_columns(pl.col("idle_gpu_hours").fill_null(0.0))
+        .select("cluster", "hour", "node", "tenant", "job_id", "gpu_model", pl.exclude(_GROUP))
         .sort("hour", "job_id")
     )
 
@@ -71,8 +82,9 @@ def job_5min(allocs: pl.LazyFrame, five_min: pl.LazyFrame) -> pl.LazyFrame:
         how="left",
     )
     return (
-        h.group_by("cluster", "bucket_start", "node", "tenant", "job_id", "gpu_model")
-        .agg(*_gpu_hour_aggs())
+        h.group_by("cluster", "job_id", "bucket_start")
+        .agg(*_job_attrs(), *_gpu_hour_aggs())
+        .select("cluster", "bucket_start", "node", "tenant", "job_id", "gpu_model", pl.exclude(_GROUP, "bucket_start"))
         .sort("bucket_start", "job_id")
     )
 
