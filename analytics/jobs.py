@@ -77,3 +77,34 @@ def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
         (pl.col("gpus") * held.clip(lower_bound=0) / 3600).alias("gpu_hours"),
         pl.when(run > 0).then((wait.clip(lower_bound=0) + run) / run).alias("expansion"),
     )
+
+
+def with_use_and_cost(stats: pl.LazyFrame, job_hours: pl.LazyFrame, allocated_cost: pl.LazyFrame) -> pl.LazyFrame:
+    """job_stats with what each job did with its GPUs and what that cost.
+
+    From job_hourly: allocated, busy and idle (waste rule) GPU-hours; efficiency = busy / allocated over the hours
+    its GPUs reported in (an hour without telemetry is neither busy nor idle). From cost_allocation: cost_usd, the
+    sum of its rows, null when any of them is unpriced (never a partial sum passed off as the whole).
+    """
+    key = ["cluster", "job_id"]
+    use = job_hours.group_by(key).agg(
+        pl.col("allocated_gpu_hours").sum(),
+        pl.col("busy_gpu_hours").sum(),
+        pl.col("idle_gpu_hours").sum(),
+        pl.col("allocated_gpu_hours").filter(pl.col("measured")).sum().alias("_measured_h"),
+    )
+    cost = (
+        allocated_cost.filter(pl.col("job_id").is_not_null())
+        .group_by(key)
+        .agg(pl.when(pl.col("cost_usd").is_not_null().all()).then(pl.col("cost_usd").sum()).alias("cost_usd"))
+    )
+    return (
+        stats.join(use, on=key, how="left")
+        .join(cost, on=key, how="left")
+        .with_columns(
+            pl.when(pl.col("_measured_h") > 0)
+            .then(pl.col("busy_gpu_hours") / pl.col("_measured_h"))
+            .alias("efficiency")
+        )
+        .drop("_measured_h")
+    )

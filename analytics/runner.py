@@ -21,10 +21,11 @@ import polars as pl
 
 from analytics.allocation import allocations, gpu_of_pod
 from analytics.cost import cost_daily, energy_daily
+from analytics.cost_allocation import cost_allocation
 from analytics.decisions import decayed_usage, decisions
 from analytics.frag_series import fragmentation_series
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
-from analytics.jobs import job_stats, latest
+from analytics.jobs import job_stats, latest, with_use_and_cost
 from analytics.queue_time import queue_depth
 from analytics.utilization import job_5min, job_hourly
 from analytics.waste import allocation_hours, idle_allocated
@@ -130,6 +131,27 @@ def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     )
 
 
+def _cost_allocation(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    """Each GPU's time per charge period split among the jobs that held it (the FOCUS export's rows)."""
+    allocs = _allocations(lake, now)
+    hourly = scan(lake, "gpu_hourly")
+    firsts = [
+        allocs.select(pl.col("start").min()).collect().item(),
+        hourly.select(pl.col("hour").min()).collect().item(),
+    ]
+    firsts = [f for f in firsts if f is not None]
+    if not firsts:
+        return pl.LazyFrame(schema=schema.table("cost_allocation").polars_schema).drop("date")
+    start = dt.datetime.combine(min(firsts).date(), dt.time(), dt.timezone.utc)
+    out = cost_allocation(allocs, hourly, cfg.rates, start, now, cfg.analytics.cost_method)
+    return out.lazy().drop("date")
+
+
+def _job_stats(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    """Per job: wait, run time, GPU-hours, and (from the tables written before it this run) use and cost."""
+    return with_use_and_cost(job_stats(_jobs(lake), now), scan(lake, "job_hourly"), scan(lake, "cost_allocation"))
+
+
 def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     a = cfg.analytics
     tenants = cfg.tenants
@@ -164,9 +186,9 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
-# Recomputed whole each run, in this order (decisions read the cost just written): name -> compute(lake, now, cfg).
+# Recomputed whole each run, in this order (job_stats reads job_hourly and cost_allocation, decisions the cost, all
+# as just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "job_stats": lambda lake, now, cfg: job_stats(_jobs(lake), now),
     "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
     "job_hourly": lambda lake, now, cfg: job_hourly(
         _allocations(lake, now),
@@ -175,6 +197,8 @@ WHOLE = {
         cfg.analytics.waste_window_h,
     ),
     "cost_daily": _cost,
+    "cost_allocation": _cost_allocation,
+    "job_stats": _job_stats,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "decisions": _decisions,
     "tenants": lambda lake, now, cfg: _tenants(now, cfg),

@@ -25,6 +25,11 @@ SELECT
     held_s,                                                  -- DOUBLE: end - scheduled_at: how long it held its GPUs
     gpu_hours,                                               -- DOUBLE: gpus x held_s / 3600
     expansion,                                               -- DOUBLE: (queue_s + run_s) / run_s
+    allocated_gpu_hours,                                     -- DOUBLE: GPU-hours held, from its allocations (shares x time)
+    busy_gpu_hours,                                          -- DOUBLE: of which a kernel ran (allocated x the GPU's duty cycle)
+    idle_gpu_hours,                                          -- DOUBLE: allocated but idle by the waste rule (analytics.waste_*)
+    efficiency,                                              -- DOUBLE: busy_gpu_hours / allocated_gpu_hours; null where not measured
+    cost_usd,                                                -- DOUBLE: its GPU time priced by the rate card (method analytics.cost_method)
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

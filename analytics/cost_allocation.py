@@ -1,0 +1,251 @@
+"""Split cost allocation: each physical GPU's time in a charge period, priced once, split among the jobs that held it.
+
+This is the grain of the FOCUS export (sql/focus_cost.sql): one *origin charge* per GPU and charge period, and its
+*allocated charges*, one per job that held the GPU plus the unallocated (idle) remainder, which sum to it.
+
+- **Charge period**: a UTC day, cut where the GPU model's rate changes (rates change at any instant), so each
+  period has a single unit price and every allocated charge of it carries that same price.
+- **Origin**: the GPU's GPU-hours in the period = max(hours the GPU reported in, GPU-hours charged to jobs on
+  it): a GPU whose telemetry had a gap while a job held it is still charged for the job.
+- **A job's row**: its GPU-hours on the GPU in the period: share x time (method `request`), or per hour
+  max(share, used) as OpenCost does (method `max`, the same rule as analytics/cost.py). A MIG slice is a row
+  of its parent GPU (1/7 of it for a 1g slice), with the slice in `slice_uuid`.
+- **Idle row**: origin - the jobs' rows, with no job, when positive.
+- A job whose GPU nobody knows (no `gpu_uuid`) has no origin to be split from: its rows have a null GPU.
+- A model without a rate is never priced at zero: its price and cost are null (the export refuses it).
+
+Pure functions; IO lives in analytics/runner.py. Hand-computed cases: tests/finops/test_cost_allocation.py.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections.abc import Iterable
+
+import polars as pl
+
+from analytics.cost import _max_of_request_and_use, match_model, rate_frame, split_days
+from gpuledger.config import Rate
+
+UTC = dt.timezone.utc
+_US = pl.Datetime("us", "UTC")
+EPS_H = 1e-9  # GPU-hours below this (3.6 microseconds) are rounding, not idle time
+
+
+def charge_periods(models: Iterable[str], rates: Iterable[Rate], start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Per GPU model: the periods [period_start, period_end) of [start, end) cut at UTC midnights and rate changes.
+
+    Columns gpu_model, rate_model, period_start, period_end, usd_per_gpu_hour (null before the model's first rate,
+    or when no rate matches the model).
+    """
+    rf = rate_frame(rates)
+    keys = rf["rate_model"].unique().to_list()
+    by_rate = {k: rf.filter(pl.col("rate_model") == k).sort("rate_from") for k in keys}
+    midnights = []
+    day = dt.datetime.combine(start.date(), dt.time(), UTC)
+    while day < end:
+        if day > start:
+            midnights.append(day)
+        day += dt.timedelta(days=1)
+    rows = []
+    # A job with no model still has GPU time: its periods are the days, unpriced.
+    for model in sorted(set(models), key=lambda m: (m is None, m or "")):
+        rate_model = match_model(model, keys)
+        froms, prices = [], []
+        if rate_model is not None:
+            froms = by_rate[rate_model]["rate_from"].to_list()
+            prices = by_rate[rate_model]["usd_per_gpu_hour"].to_list()
+        cuts = sorted({start, end, *midnights, *(f for f in froms if start < f < end)})
+        for a, b in zip(cuts, cuts[1:]):
+            k = bisect.bisect_right(froms, a) - 1
+            rows.append((model, rate_model, a, b, prices[k] if k >= 0 else None))
+    return pl.DataFrame(
+        rows,
+        schema={
+            "gpu_model": pl.String,
+            "rate_model": pl.String,
+            "period_start": _US,
+            "period_end": _US,
+            "usd_per_gpu_hour": pl.Float64,
+        },
+        orient="row",
+    )
+
+
+def _overlap_h(a_start: str, a_end: str, b_start: str, b_end: str) -> pl.Expr:
+    return (pl.min_horizontal(a_end, b_end) - pl.max_horizontal(a_start, b_start)).dt.total_microseconds().clip(
+        lower_bound=0
+    ) / 3.6e9
+
+
+def _gpus(hourly: pl.LazyFrame) -> pl.LazyFrame:
+    """Per GPU or MIG UUID seen in telemetry: the physical GPU it is on, its model and node (latest seen)."""
+    return (
+        hourly.sort("hour")
+        .group_by("gpu_uuid")
+        .agg(
+            pl.col("parent_gpu_uuid").drop_nulls().last(),
+            pl.col("model").drop_nulls().last().alias("gpu_model_seen"),
+            pl.col("node").drop_nulls().last().alias("gpu_node"),
+        )
+        .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("resource_uuid"))
+    )
+
+
+def _in_periods(frame: pl.LazyFrame, periods: pl.DataFrame, model: str, start: str, end: str) -> pl.LazyFrame:
+    """Each row of `frame` (an interval [start, end) within one UTC day, of GPU model `model`) cut by the periods of
+    its model and day; `_h` is the overlap in hours."""
+    p = periods.lazy().with_columns(pl.col("period_start").dt.date().alias("_day"))
+    return (
+        frame.with_columns(pl.col(start).dt.date().alias("_day"))
+        .join(p, left_on=[model, "_day"], right_on=["gpu_model", "_day"], how="inner", nulls_equal=True)
+        .with_columns(_overlap_h(start, end, "period_start", "period_end").alias("_h"))
+        .filter(pl.col("_h") > 0)
+    )
+
+
+def cost_allocation(
+    allocs: pl.LazyFrame,
+    hourly: pl.LazyFrame,
+    rates: Iterable[Rate],
+    start: dt.datetime,
+    end: dt.datetime,
+    method: str = "request",
+) -> pl.DataFrame:
+    """The rows of the cost_allocation table for [start, end) (see the module docstring)."""
+    if method not in ("request", "max"):
+        raise ValueError(f"method must be request or max, got {method!r}")
+    rates = list(rates)
+    gpus = _gpus(hourly)
+    # A job's GPU: the physical one (a MIG slice's parent), priced by the model telemetry saw on it, else the job's.
+    a = (
+        allocs.join(gpus, on="gpu_uuid", how="left")
+        .with_columns(
+            pl.when(pl.col("gpu_uuid").is_not_null())
+            .then(pl.coalesce("resource_uuid", "gpu_uuid"))
+            .alias("resource_uuid"),
+            pl.when(pl.col("resource_uuid").is_not_null() & (pl.col("resource_uuid") != pl.col("gpu_uuid")))
+            .then(pl.col("gpu_uuid"))
+            .alias("slice_uuid"),
+            pl.coalesce("gpu_model_seen", "gpu_model").alias("gpu_model"),
+            pl.coalesce("gpu_node", "node").alias("node"),
+        )
+        .drop("parent_gpu_uuid", "gpu_model_seen", "gpu_node")
+    )
+    pieces = split_days(a, start, end)
+    if method == "max":
+        pieces = _max_of_request_and_use(pieces, hourly.select("gpu_uuid", "hour", "busy_ratio"), start, end)
+    # GPU-equivalents held over the piece (share, or max(share, used) for the hour), times the overlap with a period.
+    piece_h = (pl.col("piece_end") - pl.col("piece_start")).dt.total_microseconds() / 3.6e9
+    pieces = pieces.with_columns((pl.col("gpu_hours") / piece_h).alias("_gpus"))
+    models = set(pieces.select("gpu_model").unique().collect()["gpu_model"].to_list())
+    cap = (
+        hourly.filter(pl.col("parent_gpu_uuid").is_null())
+        .select(
+            "cluster",
+            "gpu_uuid",
+            pl.col("model").alias("gpu_model"),
+            "node",
+            pl.col("hour").alias("_s"),
+            (pl.col("hour") + pl.duration(hours=1)).alias("_e"),
+        )
+        .filter(
+            (pl.col("_e") > pl.lit(start).dt.cast_time_unit("us"))
+            & (pl.col("_s") < pl.lit(end).dt.cast_time_unit("us"))
+        )
+    )
+    models |= set(cap.select("gpu_model").unique().collect()["gpu_model"].to_list())
+    periods = charge_periods(models, rates, start, end)
+
+    jobs = (
+        _in_periods(pieces, periods, "gpu_model", "piece_start", "piece_end")
+        .group_by("cluster", "resource_uuid", "period_start", "job_id", "slice_uuid")
+        .agg(
+            (pl.col("_gpus") * pl.col("_h")).sum().alias("gpu_hours"),
+            *[
+                pl.col(c).first()
+                for c in (
+                    "period_end",
+                    "gpu_model",
+                    "rate_model",
+                    "usd_per_gpu_hour",
+                    "node",
+                    "tenant",
+                    "namespace",
+                    "pod",
+                )
+            ],
+        )
+        .rename({"resource_uuid": "gpu_uuid"})
+        .collect()
+    )
+    reported = (
+        _in_periods(cap, periods, "gpu_model", "_s", "_e")
+        .group_by("cluster", "gpu_uuid", "period_start")
+        .agg(
+            pl.col("_h").sum().alias("reported_h"),
+            *[pl.col(c).first() for c in ("period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node")],
+        )
+        .collect()
+    )
+    key = ["cluster", "gpu_uuid", "period_start"]
+    charged = (
+        jobs.filter(pl.col("gpu_uuid").is_not_null()).group_by(key).agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
+    )
+    origin_cols = ["period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node"]
+    origins = (
+        pl.concat(
+            [
+                reported.select(*key, *origin_cols),
+                # A GPU charged in a period it never reported in still has an origin: take its attributes from the jobs.
+                jobs.filter(pl.col("gpu_uuid").is_not_null()).select(*key, *origin_cols),
+            ]
+        )
+        .unique(subset=key, keep="first", maintain_order=True)
+        .join(reported.select(*key, "reported_h"), on=key, how="left")
+        .join(charged, on=key, how="left")
+        .with_columns(
+            pl.max_horizontal(pl.col("reported_h").fill_null(0.0), pl.col("_jobs_h").fill_null(0.0)).alias(
+                "origin_gpu_hours"
+            )
+        )
+    )
+    idle = origins.with_columns(
+        (pl.col("origin_gpu_hours") - pl.col("_jobs_h").fill_null(0.0)).alias("gpu_hours")
+    ).filter(pl.col("gpu_hours") > EPS_H)
+    out = pl.concat(
+        [
+            jobs.join(origins.select(*key, "origin_gpu_hours"), on=key, how="left"),
+            idle.select(*key, *origin_cols, "origin_gpu_hours", "gpu_hours"),
+        ],
+        how="diagonal_relaxed",
+    )
+    return (
+        out.with_columns(
+            (pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"),
+            pl.lit(method).alias("method"),
+            pl.col("period_start").dt.date().alias("date"),
+        )
+        .select(
+            "period_start",
+            "period_end",
+            "cluster",
+            "gpu_uuid",
+            "node",
+            "gpu_model",
+            "rate_model",
+            "usd_per_gpu_hour",
+            "origin_gpu_hours",
+            "gpu_hours",
+            "cost_usd",
+            "job_id",
+            "tenant",
+            "namespace",
+            "pod",
+            "slice_uuid",
+            "method",
+            "date",
+        )
+        .sort("period_start", "gpu_uuid", "job_id", nulls_last=True)
+    )

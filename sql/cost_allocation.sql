@@ -1,0 +1,29 @@
+-- cost_allocation: one GPU x charge period x job holding it, plus the unallocated (idle) remainder of the GPU as a
+-- row with no job. The rows of one (cluster, gpu_uuid, period_start) sum to origin_gpu_hours: the GPU's time in
+-- the period, split among the jobs that held it. The FOCUS export (focus_cost) is built on it.
+-- Time column: period_start (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW cost_allocation AS
+SELECT
+    period_start,                                            -- TIMESTAMP WITH TIME ZONE: charge period start: a UTC day, cut where the model's rate changes
+    period_end,                                              -- TIMESTAMP WITH TIME ZONE: charge period end (exclusive)
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    gpu_uuid,                                                -- VARCHAR: the physical GPU (a MIG slice's parent); null when no GPU is known for the job
+    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    gpu_model,                                               -- VARCHAR: GPU model
+    rate_model,                                              -- VARCHAR: the rate card entry that prices it; null when none matches
+    usd_per_gpu_hour,                                        -- DOUBLE: the rate in effect for the whole period; null when unpriced
+    origin_gpu_hours,                                        -- DOUBLE: the GPU's GPU-hours in the period: max(hours reported, hours charged)
+    gpu_hours,                                               -- DOUBLE: this row's GPU-hours (the job's charged time, or the idle remainder)
+    cost_usd,                                                -- DOUBLE: gpu_hours x usd_per_gpu_hour; null when unpriced
+    job_id,                                                  -- VARCHAR: job id; null for the idle remainder
+    tenant,                                                  -- VARCHAR: tenant of the job
+    namespace,                                               -- VARCHAR: Kubernetes namespace
+    pod,                                                     -- VARCHAR: pod name
+    slice_uuid,                                              -- VARCHAR: the MIG instance (or other sub-GPU id) the job held, when not the GPU itself
+    method,                                                  -- VARCHAR: request or max (analytics.cost_method)
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/cost_allocation/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
