@@ -30,6 +30,7 @@ from gpuledger.config import Rate
 
 UTC = dt.timezone.utc
 _US = pl.Datetime("us", "UTC")
+_PERIOD_COLS = ("period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node")
 EPS_H = 1e-9  # GPU-hours below this (3.6 microseconds) are rounding, not idle time
 
 
@@ -57,7 +58,7 @@ def charge_periods(models: Iterable[str], rates: Iterable[Rate], start: dt.datet
             froms = by_rate[rate_model]["rate_from"].to_list()
             prices = by_rate[rate_model]["usd_per_gpu_hour"].to_list()
         cuts = sorted({start, end, *midnights, *(f for f in froms if start < f < end)})
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             k = bisect.bisect_right(froms, a) - 1
             rows.append((model, rate_model, a, b, prices[k] if k >= 0 else None))
     return pl.DataFrame(
@@ -71,6 +72,10 @@ def charge_periods(models: Iterable[str], rates: Iterable[Rate], start: dt.datet
         },
         orient="row",
     )
+
+
+def _lit(t: dt.datetime) -> pl.Expr:
+    return pl.lit(t).dt.cast_time_unit("us")
 
 
 def _overlap_h(a_start: str, a_end: str, b_start: str, b_end: str) -> pl.Expr:
@@ -163,19 +168,7 @@ def cost_allocation(
         .group_by("cluster", "resource_uuid", "period_start", "job_id", "slice_uuid")
         .agg(
             (pl.col("_gpus") * pl.col("_h")).sum().alias("gpu_hours"),
-            *[
-                pl.col(c).first()
-                for c in (
-                    "period_end",
-                    "gpu_model",
-                    "rate_model",
-                    "usd_per_gpu_hour",
-                    "node",
-                    "tenant",
-                    "namespace",
-                    "pod",
-                )
-            ],
+            *[pl.col(c).first() for c in (*_PERIOD_COLS, "tenant", "namespace", "pod")],
         )
         .rename({"resource_uuid": "gpu_uuid"})
         .collect()
@@ -185,21 +178,20 @@ def cost_allocation(
         .group_by("cluster", "gpu_uuid", "period_start")
         .agg(
             pl.col("_h").sum().alias("reported_h"),
-            *[pl.col(c).first() for c in ("period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node")],
+            *[pl.col(c).first() for c in _PERIOD_COLS],
         )
         .collect()
     )
     key = ["cluster", "gpu_uuid", "period_start"]
-    charged = (
-        jobs.filter(pl.col("gpu_uuid").is_not_null()).group_by(key).agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
-    )
+    on_gpus = jobs.filter(pl.col("gpu_uuid").is_not_null())
+    charged = on_gpus.group_by(key).agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
     origin_cols = ["period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node"]
     origins = (
         pl.concat(
             [
                 reported.select(*key, *origin_cols),
                 # A GPU charged in a period it never reported in still has an origin: take its attributes from the jobs.
-                jobs.filter(pl.col("gpu_uuid").is_not_null()).select(*key, *origin_cols),
+                on_gpus.select(*key, *origin_cols),
             ]
         )
         .unique(subset=key, keep="first", maintain_order=True)
