@@ -10,7 +10,8 @@ This is the grain of the FOCUS export (sql/focus_cost.sql): one *origin charge* 
 - **A job's row**: its GPU-hours on the GPU in the period: share x time (method `request`), or per hour
   max(share, used) as OpenCost does (method `max`, the same rule as analytics/cost.py). A MIG slice is a row
   of its parent GPU (1/7 of it for a 1g slice), with the slice in `slice_uuid`.
-- **Idle row**: origin - the jobs' rows, with no job, when positive.
+- **Idle row**: origin - the jobs' rows, with no job; one per origin, 0 when the jobs held all of it (the FOCUS view
+  rounds quantities to 1e-9 GPU-hours and puts the rounding remainder there, so the split sums stay exact).
 - A job whose GPU nobody knows (no `gpu_uuid`) has no origin to be split from: its rows have a null GPU.
 - A model without a rate is never priced at zero: its price and cost are null (the export refuses it).
 
@@ -31,7 +32,6 @@ from gpuledger.config import Rate
 UTC = dt.timezone.utc
 _US = pl.Datetime("us", "UTC")
 _PERIOD_COLS = ("period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node")
-EPS_H = 1e-9  # GPU-hours below this (3.6 microseconds) are rounding, not idle time
 
 
 def charge_periods(models: Iterable[str], rates: Iterable[Rate], start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
@@ -203,9 +203,7 @@ def cost_allocation(
             )
         )
     )
-    idle = origins.with_columns(
-        (pl.col("origin_gpu_hours") - pl.col("_jobs_h").fill_null(0.0)).alias("gpu_hours")
-    ).filter(pl.col("gpu_hours") > EPS_H)
+    idle = origins.with_columns((pl.col("origin_gpu_hours") - pl.col("_jobs_h").fill_null(0.0)).alias("gpu_hours"))
     out = pl.concat(
         [
             jobs.join(origins.select(*key, "origin_gpu_hours"), on=key, how="left"),

@@ -373,7 +373,14 @@ def _param(value: str):
 
 
 @main.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option(
+    "--file",
+    "sql_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read the query from this .sql file instead of the command line.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table", show_default=True
 )
@@ -398,9 +405,18 @@ def _param(value: str):
 )
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True)
 @common
-def sql(ctx: Ctx, query, fmt, out, params, limit, timeout_s) -> None:
+def sql(ctx: Ctx, query, sql_file, fmt, out, params, limit, timeout_s) -> None:
     """Run a read-only DuckDB query over the lake, with every view from sql/ loaded."""
+    from gpuledger.focus_export import finops_variables
     from gpuledger.query import Lake
+
+    if (query is None) == (sql_file is None):
+        raise UsageError("give a query, or --file FILE.sql (not both)")
+    if sql_file is not None:
+        try:
+            query = sql_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--file {str(sql_file)!r}: cannot read it: {e}") from None
 
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes binary data: give a file with --out")
@@ -412,7 +428,7 @@ def sql(ctx: Ctx, query, fmt, out, params, limit, timeout_s) -> None:
         named[name] = _param(value)
     if fmt == "table" and limit is None:
         limit = 50
-    with Lake(ctx.lake) as lake:
+    with Lake(ctx.lake, variables=finops_variables(ctx.cfg)) as lake:
         res = lake.execute(query, named or None, limit=limit, timeout_s=timeout_s)
     _print_result(res, fmt, out)
 
@@ -441,6 +457,38 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
             click.echo(text.rstrip("\n"))
     if out:
         click.echo(f"wrote {df.height} row(s) to {out}", err=True)
+
+
+# -- export --------------------------------------------------------------------------------------------
+@main.group()
+def export() -> None:
+    """Export the lake in standard formats for other tools."""
+
+
+@export.command(name="focus")
+@click.option("--period", required=True, metavar="YYYY-MM", help="The billing period: a calendar month (UTC).")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The dataset to write: FILE.parquet or FILE.csv (FILE.<ext>.metadata.json is written beside it).",
+)
+@click.option(
+    "--allow-unpriced", is_flag=True, help="Leave out the charges of GPU models with no rate instead of failing."
+)
+@common
+def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
+    """The GPU cost of one month as a FOCUS 1.3 Cost and Usage dataset, split per job (docs/finops.md)."""
+    from gpuledger.focus_export import export_focus
+
+    r = export_focus(ctx.lake, ctx.cfg, period, out, allow_unpriced)
+    click.echo(
+        f"wrote {r.rows:,} FOCUS 1.3 charge(s) for {period} to {r.path}: {r.gpu_hours:,.1f} GPU-hours, "
+        f"BilledCost {r.billed_cost_usd:,.2f} USD"
+        + ("" if r.rows else " (no GPU cost in that period: an empty, valid dataset)")
+    )
+    for model, hours in r.left_out.items():
+        click.echo(f"left out: {model}: {hours:,.1f} GPU-hours with no rate", err=True)
 
 
 # -- analyze -------------------------------------------------------------------------------------------

@@ -85,12 +85,19 @@ class AnalyticsConfig:
 
 
 @dataclass(frozen=True)
+class FinopsConfig:
+    provider_name: str = "gpuledger"  # FOCUS ServiceProviderName and InvoiceIssuerName: who runs the GPU service
+    host_provider_name: str = ""  # FOCUS HostProviderName: who hosts the GPUs (a cloud, or your own); "" = the same
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: str = "default"
     lake: LakeConfig = LakeConfig()
     collector: CollectorConfig = CollectorConfig()
     simulator: SimConfig = SimConfig()
     analytics: AnalyticsConfig = AnalyticsConfig()
+    finops: FinopsConfig = FinopsConfig()
     tenants: tuple[Tenant, ...] = ()
     rates: tuple[Rate, ...] = ()
     source_file: str = "<built-in defaults>"
@@ -164,7 +171,7 @@ def _positive(v: float) -> bool:
 
 def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     c = _Checker()
-    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "tenants", "rates"})
+    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "finops", "tenants", "rates"})
     cfg = defaults()
     cluster = c.get(top, "cluster", "cluster", str, cfg.cluster, lambda s: s.strip() != "", "must not be empty")
 
@@ -361,6 +368,17 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         if an.idle_policy == "platform" and not an.platform_tenant:
             c.bad("analytics.platform_tenant", "needed when idle_policy is platform (the tenant carrying idle cost)")
 
+    fo = cfg.finops
+    if "finops" in top:
+        t = c.table(top["finops"], "finops", set(FinopsConfig.__dataclass_fields__))
+        named = lambda v: v.strip() != ""  # noqa: E731
+        fo = FinopsConfig(
+            provider_name=c.get(
+                t, "provider_name", "finops.provider_name", str, fo.provider_name, named, "must not be empty"
+            ),
+            host_provider_name=c.get(t, "host_provider_name", "finops.host_provider_name", str, fo.host_provider_name),
+        )
+
     tenants = cfg.tenants
     if "tenants" in top:
         tenants = _tenants(c, top["tenants"])
@@ -372,7 +390,7 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         c.bad("analytics.platform_tenant", f"no tenant named {an.platform_tenant!r}")
     if c.problems:
         raise ConfigError(source_file, c.problems)
-    return Config(cluster, lake, col, sim, an, tenants, rates, source_file)
+    return Config(cluster, lake, col, sim, an, fo, tenants, rates, source_file)
 
 
 def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:

@@ -71,13 +71,18 @@ class Result:
 class Lake:
     """A DuckDB connection over one lake root, with every view of sql/ defined on it."""
 
-    def __init__(self, root: Path | str, threads: int | None = None):
+    def __init__(self, root: Path | str, threads: int | None = None, variables: dict[str, str] | None = None):
+        """`variables`: DuckDB variables the views read (e.g. focus_provider_name, from the config's [finops])."""
         self.root = Path(root).resolve()
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
         self.con.execute(f"SET VARIABLE {LAKE_VARIABLE} = ?", [str(self.root)])
+        for name, value in (variables or {}).items():
+            if not name.isidentifier():
+                raise QueryError(f"variable name {name!r} is not an identifier")
+            self.con.execute(f"SET VARIABLE {name} = ?", [value])
         self._empty: set[str] = set()
         self.load_views()
 

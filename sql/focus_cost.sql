@@ -1,0 +1,118 @@
+-- focus_cost: the GPU cost as a FOCUS 1.3 Cost and Usage dataset (FinOps Open Cost and Usage Specification), with
+-- data-generator-calculated split cost allocation. `gpuledger export focus --period YYYY-MM` writes one billing
+-- period of it; docs/finops.md describes every column.
+--
+-- Grain: one allocated charge. Each origin charge (one physical GPU x one charge period: a UTC day, cut where the
+-- GPU model's rate changes) is split into one row per job that held the GPU and one row for the unallocated
+-- (idle) remainder, AllocatedResourceId null. As the spec's split cost allocation requires, the origin charge
+-- itself is not a row: its allocated charges sum to it exactly (quantities are DECIMAL(18, 9) GPU-hours, unit
+-- prices DECIMAL(18, 6) USD, costs their exact product; the rounding remainder of the quantities goes to the
+-- unallocated row), and they carry its dimensions, unit prices and Tags. Rows of jobs on a GPU nobody named are
+-- ordinary charges (no ResourceId, no split).
+-- A GPU model with no rate has null costs here; the export refuses such a period and names the models.
+-- Provider names come from DuckDB variables that `gpuledger` sets from the config's [finops] table; in a plain
+-- DuckDB session they default to 'gpuledger' (SET VARIABLE focus_provider_name = 'Platform team'; ...).
+-- Built on cost_allocation.
+CREATE OR REPLACE VIEW focus_cost AS
+WITH priced AS (
+    SELECT
+        a.*,
+        CAST(round(a.usd_per_gpu_hour, 6) AS DECIMAL(18, 6)) AS unit_price,
+        CAST(round(a.gpu_hours, 9) AS DECIMAL(18, 9)) AS q_row,
+        CAST(round(a.origin_gpu_hours, 9) AS DECIMAL(18, 9)) AS q_origin
+    FROM cost_allocation a
+),
+split AS (
+    SELECT
+        *,
+        coalesce(sum(CASE WHEN job_id IS NOT NULL THEN q_row END) OVER origin, 0) AS q_jobs
+    FROM priced
+    WINDOW origin AS (PARTITION BY cluster, gpu_uuid, period_start)
+),
+charges AS (
+    SELECT
+        *,
+        CASE
+            WHEN job_id IS NULL THEN CAST(greatest(q_origin, q_jobs) - q_jobs AS DECIMAL(18, 9))
+            ELSE q_row
+        END AS quantity,
+        gpu_uuid IS NOT NULL AS is_split
+    FROM split
+),
+rows AS (
+    SELECT
+        *,
+        CAST(quantity * unit_price AS DECIMAL(38, 15)) AS cost,
+        date_trunc('month', period_start) AS billing_start,
+        coalesce(getvariable('focus_provider_name'), 'gpuledger') AS provider,
+        coalesce(getvariable('focus_host_provider_name'), getvariable('focus_provider_name'), 'gpuledger') AS host,
+        -- The origin's tags, kept on every one of its allocated charges.
+        json_object('gpuledger/cluster', cluster, 'gpuledger/node', node, 'gpuledger/gpu_model', gpu_model) AS origin_tags
+    FROM charges
+    WHERE quantity <> 0 OR job_id IS NOT NULL
+)
+SELECT
+    cost AS BilledCost,                                       -- Decimal: quantity x unit price (no discounts)
+    CAST(cluster AS VARCHAR) AS BillingAccountId,             -- String: the cluster (one lake may hold several)
+    CAST(cluster AS VARCHAR) AS BillingAccountName,           -- String: the cluster
+    'USD' AS BillingCurrency,                                 -- String: ISO 4217
+    billing_start + INTERVAL 1 MONTH AS BillingPeriodEnd,     -- DateTime: exclusive end of the calendar month (UTC)
+    billing_start AS BillingPeriodStart,                      -- DateTime: first instant of the calendar month (UTC)
+    'Usage' AS ChargeCategory,                                -- String: GPU time used (or held idle)
+    CAST(NULL AS VARCHAR) AS ChargeClass,                     -- String: null (no corrections are issued)
+    'GPU-hours of ' || coalesce(gpu_model, 'unknown model') || ' on ' || coalesce(node, 'an unknown node')
+        AS ChargeDescription,                                 -- String: what the origin charge is for
+    'Usage-Based' AS ChargeFrequency,                         -- String
+    period_end AS ChargePeriodEnd,                            -- DateTime: exclusive end of the charge period (UTC)
+    period_start AS ChargePeriodStart,                        -- DateTime: start of the charge period (UTC)
+    quantity AS ConsumedQuantity,                             -- Decimal: GPU-hours held (or left idle)
+    'GPU-Hours' AS ConsumedUnit,                              -- String
+    cost AS ContractedCost,                                   -- Decimal: ContractedUnitPrice x PricingQuantity
+    unit_price AS ContractedUnitPrice,                        -- Decimal: USD per GPU-hour (the rate card)
+    cost AS EffectiveCost,                                    -- Decimal: no discounts or prepayments
+    host AS HostProviderName,                                 -- String: who hosts the GPUs ([finops] host_provider_name)
+    provider AS InvoiceIssuerName,                            -- String: [finops] provider_name
+    cost AS ListCost,                                         -- Decimal: ListUnitPrice x PricingQuantity
+    unit_price AS ListUnitPrice,                              -- Decimal: USD per GPU-hour (the rate card)
+    'Standard' AS PricingCategory,                            -- String: the rate card's standard price
+    quantity AS PricingQuantity,                              -- Decimal: GPU-hours priced
+    'GPU-Hours' AS PricingUnit,                               -- String
+    provider AS ProviderName,                                 -- String: deprecated in 1.3 (ServiceProviderName)
+    provider AS PublisherName,                                -- String: deprecated in 1.3
+    CASE WHEN is_split THEN gpu_uuid END AS ResourceId,       -- String: the physical GPU's UUID
+    CASE WHEN is_split THEN gpu_uuid END AS ResourceName,     -- String: the GPU's UUID
+    CASE WHEN is_split THEN 'GPU' END AS ResourceType,        -- String
+    'Compute' AS ServiceCategory,                             -- String: GPU capacity is compute
+    'GPU Compute' AS ServiceName,                             -- String
+    provider AS ServiceProviderName,                          -- String: [finops] provider_name
+    'Other (Compute)' AS ServiceSubcategory,                  -- String: a subcategory of Compute
+    coalesce(rate_model, gpu_model) AS SkuId,                 -- String: the rate card entry
+    'GPU Time' AS SkuMeter,                                   -- String
+    coalesce(rate_model, gpu_model) || '@' || CAST(unit_price AS VARCHAR) AS SkuPriceId, -- String: SKU and price
+    CAST(CASE
+        WHEN job_id IS NULL THEN json_merge_patch(origin_tags, json_object('gpuledger/unallocated', 'true'))
+        ELSE json_merge_patch(origin_tags, json_object(
+            'gpuledger/tenant', coalesce(tenant, ''), 'gpuledger/namespace', coalesce(namespace, ''),
+            'gpuledger/job', job_id))
+    END AS VARCHAR) AS Tags,                                  -- JSON: the origin's tags, plus the tenant and job
+    CASE WHEN is_split THEN 'gpuledger-' || method || '-v1' END AS AllocatedMethodId, -- String: docs/finops.md
+    CASE WHEN is_split THEN CAST(json_object(
+        'basis', CASE WHEN method = 'max' THEN 'max(share, used) x time per hour' ELSE 'share x time' END,
+        'unallocated', 'origin minus the jobs'' GPU-hours') AS VARCHAR)
+    END AS AllocatedMethodDetails,                            -- JSON: how the split was computed
+    CASE WHEN is_split AND job_id IS NOT NULL THEN job_id END AS AllocatedResourceId, -- String: the job; null: idle
+    CASE WHEN is_split AND job_id IS NOT NULL THEN coalesce(pod, job_id) END AS AllocatedResourceName, -- String
+    CASE WHEN is_split AND job_id IS NOT NULL THEN CAST(json_object(
+        'gpuledger/tenant', coalesce(tenant, ''), 'gpuledger/namespace', coalesce(namespace, ''),
+        'gpuledger/job', job_id) AS VARCHAR)
+    END AS AllocatedTags,                                     -- JSON: what the allocated charge went to
+    tenant AS x_Tenant,                                       -- tenant of the job (null: unallocated)
+    namespace AS x_Namespace,                                 -- Kubernetes namespace
+    job_id AS x_JobId,                                        -- job id
+    pod AS x_Pod,                                             -- pod name
+    node AS x_Node,                                           -- node of the GPU
+    gpu_model AS x_GpuModel,                                  -- GPU model
+    slice_uuid AS x_SliceId,                                  -- MIG instance the job held, when not the whole GPU
+    job_id IS NULL AS x_Unallocated,                          -- true on the idle remainder of a GPU
+    method AS x_CostMethod                                    -- request or max (analytics.cost_method)
+FROM rows;
