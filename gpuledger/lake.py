@@ -69,7 +69,7 @@ def conform(table_name: str, df: pl.DataFrame, file_only: bool = False) -> pl.Da
         if nulls:
             raise LakeError(f"{table_name}: null values in required column(s) {', '.join(nulls)}")
         return df if df.columns == target.names() else df.select(target.names())
-    unknown = [c for c in df.columns if c not in t.polars_schema or (file_only and c in schema.PARTITION_COLUMNS)]
+    unknown = [c for c in df.columns if c not in t.polars_schema or (file_only and c in t.path_columns)]
     if unknown:
         raise LakeError(f"{table_name}: unknown column(s) {', '.join(unknown)}")
     missing = [c for c in t.required if c not in df.columns and c in target and c != "date"]

@@ -189,7 +189,8 @@ def test_on_a_simulated_lake_jobs_cost_what_cost_daily_says_and_all_rows_what_th
             "WHERE tenant IS NOT NULL GROUP BY ALL ORDER BY ALL"
         ).frame
         ((alloc_total, daily_total),) = q.execute(
-            "SELECT (SELECT sum(cost_usd) FROM cost_allocation), (SELECT sum(cost_usd + idle_share_usd) FROM cost_daily)"
+            "SELECT (SELECT sum(cost_usd) FROM cost_allocation), "
+            "(SELECT sum(cost_usd + idle_share_usd) FROM cost_daily)"
         ).rows
         per_job = q.execute(
             "SELECT j.job_id, j.cost_usd AS a, sum(c.cost_usd) AS b FROM job_stats j "

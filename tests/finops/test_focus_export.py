@@ -1,0 +1,199 @@
+"""The FOCUS view and `gpuledger export focus`, by hand: exact decimal splits that sum to their origin, the rounding
+remainder on the unallocated row, the origin's dimensions and tags on every split, CSV and Parquet files, an empty
+period, a rate-card gap, and mistakes in the arguments."""
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from finops.test_cost_allocation import ALLOCS, RATES, START, STOP, at, hourly
+
+from analytics.cost_allocation import cost_allocation
+from gpuledger.cli import main
+from gpuledger.config import Rate
+from gpuledger.lake import LakeWriter
+from gpuledger.query import Lake
+
+UTC = dt.timezone.utc
+ONLY_A100 = [Rate("A100", 1.0, START)]  # a rate card with no price for the H100s of the hand case
+
+
+def write_lake(tmp_path, rows: pl.DataFrame):
+    lake = tmp_path / "lake"
+    LakeWriter(lake).write_partitions("cost_allocation", rows, "t")
+    return lake
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return write_lake(tmp_path, cost_allocation(ALLOCS, hourly(), RATES, START, STOP, "request"))
+
+
+def focus(lake, where="true"):
+    with Lake(lake) as q:
+        return q.execute(f"SELECT * FROM focus_cost WHERE {where} ORDER BY ALL").frame
+
+
+def test_rows_and_exact_costs_by_hand(lake):
+    f = focus(lake)
+    # G1: Nov 1 A (its idle remainder is 0, so no row); Nov 2 morning A, B, idle; afternoon B, idle.
+    # G2: morning C and idle; afternoon idle. D: one row of its own. Ten charges.
+    assert f.height == 10
+    row = {(r["ResourceId"], r["ChargePeriodStart"], r["x_JobId"]): r for r in f.iter_rows(named=True)}
+    idle = row[("G1", at(2, 0), None)]
+    assert idle["PricingQuantity"] == Decimal("9") and idle["ListUnitPrice"] == Decimal("2")
+    assert idle["BilledCost"] == Decimal("18") == idle["EffectiveCost"] == idle["ListCost"] == idle["ContractedCost"]
+    assert idle["AllocatedResourceId"] is None and idle["AllocatedMethodId"] == "gpuledger-request-v1"
+    b = row[("G1", at(2, 12), "B")]
+    assert b["BilledCost"] == Decimal("5") and b["ChargePeriodEnd"] == STOP and b["AllocatedResourceId"] == "B"
+    assert json.loads(b["AllocatedTags"]) == {
+        "gpuledger/tenant": "nlp",
+        "gpuledger/namespace": "nlp",
+        "gpuledger/job": "B",
+    }
+    c = row[("G2", at(2, 0), "C")]
+    assert c["PricingQuantity"] == Decimal("1") and c["x_SliceId"] == "MIG-1" and c["ResourceType"] == "GPU"
+    d = row[(None, at(2, 0), "D")]  # on no known GPU: an ordinary charge, not a split
+    assert d["AllocatedMethodId"] is None and d["ResourceType"] is None and d["BilledCost"] == Decimal("2")
+    assert f["BilledCost"].sum() == Decimal("174")  # G1 88 + G2 84 + D 2, as in test_cost_allocation
+    assert set(f["BillingPeriodStart"]) == {dt.datetime(2026, 11, 1, tzinfo=UTC)}
+    assert set(f["BillingPeriodEnd"]) == {dt.datetime(2026, 12, 1, tzinfo=UTC)}
+
+
+def test_splits_carry_the_origin_and_sum_to_it_exactly(lake):
+    f = focus(lake, "ResourceId IS NOT NULL")
+    with Lake(lake) as q:
+        origins = q.execute(
+            "SELECT gpu_uuid, period_start, any_value(CAST(round(usd_per_gpu_hour, 6) AS DECIMAL(18, 6))) AS price, "
+            "greatest(any_value(CAST(round(origin_gpu_hours, 9) AS DECIMAL(18, 9))), "
+            "coalesce(sum(CAST(round(gpu_hours, 9) AS DECIMAL(18, 9))) FILTER (WHERE job_id IS NOT NULL), 0)) AS qty "
+            "FROM cost_allocation WHERE gpu_uuid IS NOT NULL GROUP BY ALL"
+        ).frame
+    dims = [
+        "ChargeDescription",
+        "ListUnitPrice",
+        "ContractedUnitPrice",
+        "SkuId",
+        "SkuPriceId",
+        "ResourceType",
+        "BillingAccountId",
+        "ChargePeriodEnd",
+        "ServiceName",
+        "PricingUnit",
+    ]
+    for (gpu, start), g in f.group_by("ResourceId", "ChargePeriodStart"):
+        o = origins.filter((pl.col("gpu_uuid") == gpu) & (pl.col("period_start") == start)).row(0, named=True)
+        assert g["PricingQuantity"].sum() == o["qty"] == g["ConsumedQuantity"].sum()
+        for col in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost"):
+            assert g[col].sum() == o["qty"] * o["price"], (gpu, start, col)  # Decimal: exact, no tolerance
+        for col in dims:
+            assert g[col].n_unique() == 1, (gpu, start, col)
+        origin_tags = {
+            "gpuledger/cluster": "c",
+            "gpuledger/node": g["x_Node"][0],
+            "gpuledger/gpu_model": g["x_GpuModel"][0],
+        }
+        for tags in g["Tags"]:
+            assert origin_tags.items() <= json.loads(tags).items()
+        assert g["AllocatedResourceId"].null_count() <= 1
+
+
+def test_rounding_remainder_goes_to_the_unallocated_row(tmp_path):
+    # Three jobs each hold a third of G9 for its one reported hour: 0.333333333 GPU-hours each after rounding to 1e-9,
+    # so the unallocated row carries 0.000000001 and the four sum to exactly 1 GPU-hour ($3).
+    base = dict(
+        period_start=at(2, 0),
+        period_end=at(3, 0),
+        cluster="c",
+        gpu_uuid="G9",
+        node="n9",
+        gpu_model="X",
+        rate_model="X",
+        usd_per_gpu_hour=3.0,
+        origin_gpu_hours=1.0,
+        tenant="t",
+        namespace="t",
+        pod=None,
+        slice_uuid=None,
+        method="request",
+        date=dt.date(2026, 11, 2),
+    )
+    rows = [dict(base, gpu_hours=1 / 3, cost_usd=1.0, job_id=f"j{i}") for i in range(3)]
+    rows.append(dict(base, gpu_hours=0.0, cost_usd=0.0, job_id=None, tenant=None, namespace=None))
+    lake = write_lake(
+        tmp_path,
+        pl.DataFrame(
+            rows, schema_overrides={"period_start": pl.Datetime("us", "UTC"), "period_end": pl.Datetime("us", "UTC")}
+        ),
+    )
+    f = focus(lake)
+    assert f.height == 4
+    assert sorted(f["PricingQuantity"].to_list()) == [Decimal("0.000000001")] + [Decimal("0.333333333")] * 3
+    assert f["PricingQuantity"].sum() == Decimal(1) and f["BilledCost"].sum() == Decimal(3)
+    assert f.filter(pl.col("x_Unallocated"))["BilledCost"].item() == Decimal("0.000000003")
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_export_parquet_and_csv(lake, tmp_path):
+    cfg = tmp_path / "gl.toml"
+    cfg.write_text('[finops]\nprovider_name = "ACME GPU Platform"\nhost_provider_name = "ACME Datacenter"\n')
+    r = cli(
+        "export", "focus", "--lake", lake, "--config", cfg, "--period", "2026-11", "--out", tmp_path / "nov.parquet"
+    )
+    assert r.exit_code == 0, r.output
+    assert "wrote 10 FOCUS 1.3 charge(s) for 2026-11" in r.output and "BilledCost 174.00 USD" in r.output
+    p = pl.read_parquet(tmp_path / "nov.parquet")
+    assert p.height == 10 and p["BilledCost"].dtype == pl.Decimal(38, 15) and p["BilledCost"].sum() == Decimal(174)
+    assert p["ChargePeriodStart"].dtype == pl.Datetime("us", "UTC")
+    assert set(p["ServiceProviderName"]) == set(p["InvoiceIssuerName"]) == {"ACME GPU Platform"}
+    assert set(p["HostProviderName"]) == {"ACME Datacenter"}
+    meta = json.loads((tmp_path / "nov.parquet.metadata.json").read_text())
+    assert meta["FocusVersion"] == "1.3" and meta["DataGenerator"]["DataGenerator"] == "gpuledger"
+    assert [c["ColumnName"] for c in meta["Schema"]["ColumnDefinitions"]] == p.columns
+    r = cli("export", "focus", "--lake", lake, "--period", "2026-11", "--out", tmp_path / "nov.csv")
+    assert r.exit_code == 0, r.output
+    c = pl.read_csv(tmp_path / "nov.csv", infer_schema=False)
+    assert c.columns == p.columns and c.height == 10
+    assert c["ChargePeriodStart"].str.contains(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").all()
+    assert sum(Decimal(v) for v in c["BilledCost"]) == Decimal(174)
+    # The same rows, in the same order, in both files.
+    assert c["x_JobId"].to_list() == p["x_JobId"].to_list()
+
+
+def test_a_month_without_cost_is_an_empty_valid_dataset(lake, tmp_path):
+    r = cli("export", "focus", "--lake", lake, "--period", "2026-09", "--out", tmp_path / "sep.parquet")
+    assert r.exit_code == 0 and "wrote 0 FOCUS 1.3 charge(s)" in r.output and "empty, valid dataset" in r.output
+    empty = pl.read_parquet(tmp_path / "sep.parquet")
+    assert empty.height == 0 and "BilledCost" in empty.columns and empty["BilledCost"].dtype == pl.Decimal(38, 15)
+
+
+def test_a_rate_card_gap_is_an_error_naming_the_model(tmp_path):
+    rows = cost_allocation(ALLOCS, hourly(), ONLY_A100, START, STOP)
+    lake = write_lake(tmp_path, rows)
+    r = cli("export", "focus", "--lake", lake, "--period", "2026-11", "--out", tmp_path / "x.csv")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "period 2026-11: no rate for GPU model(s) NVIDIA H100 80GB HBM3 (" in r.output
+    assert "add them to [[rates]]" in r.output and not (tmp_path / "x.csv").exists()
+    r = cli("export", "focus", "--lake", lake, "--period", "2026-11", "--out", tmp_path / "x.csv", "--allow-unpriced")
+    assert r.exit_code == 0 and "left out: NVIDIA H100 80GB HBM3:" in r.output
+    assert pl.read_csv(tmp_path / "x.csv").height == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--period", "2026-13", "--out", "x.csv"], "--period '2026-13': expected a calendar month as YYYY-MM"),
+        (["--period", "Nov 2026", "--out", "x.csv"], "--period 'Nov 2026': expected a calendar month as YYYY-MM"),
+        (["--period", "2026-11", "--out", "x.xlsx"], "the file name must end in .parquet or .csv"),
+        (["--out", "x.csv"], "Missing option '--period'"),
+    ],
+)
+def test_mistakes_get_one_line_and_a_nonzero_exit(lake, tmp_path, args, message):
+    r = CliRunner().invoke(main, ["export", "focus", "--lake", str(lake), *args])
+    assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output
