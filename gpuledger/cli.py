@@ -459,6 +459,27 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
         click.echo(f"wrote {df.height} row(s) to {out}", err=True)
 
 
+@main.command()
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write it here [stdout]."
+)
+@common
+def views(ctx: Ctx, out) -> None:
+    """Print one SQL script defining every view over the lake, for a plain DuckDB session.
+
+    In the duckdb CLI: `.read gpuledger.sql`; in Python: `duckdb.connect().execute(open("gpuledger.sql").read())`.
+    """
+    from gpuledger.atomic import write_bytes_atomic
+    from gpuledger.query import views_script
+
+    text = views_script(ctx.lake)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        write_bytes_atomic(out, text.encode())
+        click.echo(f"wrote the views over {ctx.lake} to {out}", err=True)
+
+
 # -- export --------------------------------------------------------------------------------------------
 @main.group()
 def export() -> None:

@@ -57,6 +57,23 @@ def _empty_view(name: str) -> str:
     return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false"
 
 
+def views_script(root: Path | str) -> str:
+    """One SQL script defining every view over the lake at `root`, for a plain DuckDB session: `.read` it in the
+    duckdb CLI, or `con.execute(script)` in Python. A raw table with no files yet gets an empty typed view, as in
+    Lake (DuckDB refuses a view over a glob that matches nothing)."""
+    root = Path(root).resolve()
+    quoted = str(root).replace("'", "''")
+    parts = [
+        f"-- Every gpuledger view over {root}; made by `gpuledger views`. Re-make it when a table gets its first files.",
+        "SET TimeZone = 'UTC';",
+        f"SET VARIABLE {LAKE_VARIABLE} = '{quoted}';",
+    ]
+    for name, text in sql_files().items():
+        empty = name in schema.TABLES and not has_data(root, name)
+        parts.append(_empty_view(name) + ";" if empty else text.rstrip())
+    return "\n".join(parts) + "\n"
+
+
 @dataclass
 class Result:
     columns: list[str]

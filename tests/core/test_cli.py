@@ -14,7 +14,9 @@ def test_version(cli):
     assert r.exit_code == 0 and __version__ in r.output
 
 
-@pytest.mark.parametrize("cmd", [[], ["up"], ["simulate"], ["collect"], ["sql"], ["compact"]])
+@pytest.mark.parametrize(
+    "cmd", [[], ["up"], ["simulate"], ["collect"], ["sql"], ["compact"], ["views"], ["analyze"], ["export", "focus"]]
+)
 def test_help_on_everything(cli, cmd):
     r = cli(*cmd, "--help")
     assert r.exit_code == 0 and "Usage:" in r.output

@@ -1,0 +1,64 @@
+"""`gpuledger sql --file` and `gpuledger views` (one script for a plain DuckDB session), on a simulated lake."""
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from gpuledger.cli import main
+from gpuledger.query import Lake
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_sql_file_runs_the_query_in_it_with_parameters(small_lake, tmp_path):
+    q = tmp_path / "busy.sql"
+    q.write_text(
+        "-- GPUs of one model\nSELECT count(DISTINCT gpu_uuid) AS gpus FROM gpu_samples WHERE model = $model;\n"
+    )
+    with Lake(small_lake) as lake:
+        ((model, want),) = lake.execute(
+            "SELECT model, count(DISTINCT gpu_uuid) FROM gpu_samples GROUP BY 1 LIMIT 1"
+        ).rows
+    r = cli("sql", "--lake", small_lake, "--file", q, "--param", f"model={model}", "--format", "csv")
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == ["gpus", str(want)]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--file", "missing.sql"], "--file 'missing.sql': cannot read it"),
+        (["SELECT 1", "--file", "q.sql"], "give a query, or --file FILE.sql (not both)"),
+        ([], "give a query, or --file FILE.sql (not both)"),
+    ],
+)
+def test_sql_file_mistakes(tmp_path, args, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.sql").write_text("SELECT 1")
+    r = cli("sql", "--lake", tmp_path / "lake", *args)
+    assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output
+
+
+def test_a_query_that_writes_is_refused_from_a_file_too(small_lake, tmp_path):
+    q = tmp_path / "w.sql"
+    q.write_text("SELECT 1;\nCOPY (SELECT 1) TO 'out.csv';\n")
+    r = cli("sql", "--lake", small_lake, "--file", q)
+    assert r.exit_code == 1 and "only read-only queries are allowed" in r.output
+
+
+def test_views_script_loads_every_view_in_a_plain_duckdb_session(small_lake, tmp_path):
+    out = tmp_path / "gpuledger.sql"
+    r = cli("views", "--lake", small_lake, "--out", out)
+    assert r.exit_code == 0, r.output
+    con = duckdb.connect()
+    con.execute(out.read_text())
+    views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    with Lake(small_lake) as lake:
+        want = {v for (v,) in lake.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").rows}
+        (n,) = lake.execute("SELECT count(*) FROM gpu_samples").rows[0]
+    assert views == want and {"focus_cost", "chargeback_monthly", "gpu_samples"} <= views
+    assert con.execute("SELECT count(*) FROM gpu_samples").fetchone()[0] == n > 0
+    # A table with no files yet (no admission decisions in a simulated lake) is an empty view of the right shape.
+    assert con.execute("SELECT count(*) FROM admission_decisions").fetchone()[0] == 0
