@@ -1,0 +1,156 @@
+"""The FinOps SQL layer over one year of a 1,000-GPU fleet: every view, and the FOCUS export of one month.
+
+    python benchmarks/finops_views.py [--lake DIR] [--rounds 3]
+    (default: builds the year in a temp dir with `gpuledger simulate --days 365 --step-s 3600` on 125 nodes x 8 GPUs,
+    one sample per GPU-hour, then `gpuledger analyze`; give --lake to reuse one)
+
+For every view of sql/ it times, best of `--rounds`, through the same DuckDB helper `gpuledger sql` uses:
+- `scan`: the whole view, every row and column, into Arrow (what an export or a dashboard load does);
+- `query`: one analyst question over it (a GROUP BY a month or a tenant, below), which is what the < 1 s target
+  is about;
+and, as the baseline in the same run, DuckDB reading the view's own Parquet files with `read_parquet` and no view
+(for views over other views: the files of the tables they read). Then `gpuledger export focus` for one month (a
+whole process, start-up included) against a bare `COPY (SELECT * FROM read_parquet(cost_allocation files)) TO`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpuledger.query import Lake, sql_files  # noqa: E402
+
+END = "2026-12-01T00:00:00Z"
+MONTH = "2026-11"
+
+# One analyst question per view: each groups the year by month, day, tenant or model.
+QUERIES = {
+    "gpu_samples": "SELECT model, date_trunc('month', ts) m, avg(util_gpu_pct) FROM gpu_samples GROUP BY ALL",
+    "gpu_processes": "SELECT date_trunc('month', ts) m, count(*) FROM gpu_processes GROUP BY ALL",
+    "gpu_fields": "SELECT field, count(*) FROM gpu_fields GROUP BY ALL",
+    "jobs": "SELECT tenant, status, count(*) FROM jobs GROUP BY ALL",
+    "nodes": "SELECT gpu_model, sum(gpu_count) FROM nodes GROUP BY ALL",
+    "health_events": "SELECT kind, count(*) FROM health_events GROUP BY ALL",
+    "admission_decisions": "SELECT tenant, decision, count(*) FROM admission_decisions GROUP BY ALL",
+    "gpu_hourly": "SELECT model, date_trunc('month', hour) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly GROUP BY ALL",
+    "gpu_5min": "SELECT model, date_trunc('month', bucket_start) m, avg(util_gpu_pct_mean) FROM gpu_5min GROUP BY ALL",
+    "job_hourly": "SELECT tenant, date_trunc('month', hour) m, sum(allocated_gpu_hours), sum(idle_gpu_hours) "
+    "FROM job_hourly GROUP BY ALL",
+    "job_5min": "SELECT tenant, date_trunc('month', bucket_start) m, sum(busy_gpu_hours) FROM job_5min GROUP BY ALL",
+    "job_stats": "SELECT tenant, date_trunc('month', submitted_at) m, sum(cost_usd), "
+    "sum(busy_gpu_hours) / sum(allocated_gpu_hours) FROM job_stats GROUP BY ALL",
+    "gpu_allocations": "SELECT tenant, sum(share) FROM gpu_allocations GROUP BY ALL",
+    "cost_daily": "SELECT tenant, date_trunc('month', day_start) m, sum(cost_usd + idle_share_usd) FROM cost_daily "
+    "GROUP BY ALL",
+    "cost_allocation": "SELECT tenant, date_trunc('month', period_start) m, sum(cost_usd) FROM cost_allocation "
+    "GROUP BY ALL",
+    "decisions": "SELECT tenant, sum(allocated_gpus) FROM decisions GROUP BY ALL",
+    "fragmentation": "SELECT gpu_model, date_trunc('month', ts) m, avg(frag_rate), sum(fragmented_gpus) "
+    "FROM fragmentation GROUP BY ALL",
+    "queue_depth": "SELECT gpu_model, max(pending_jobs) FROM queue_depth GROUP BY ALL",
+    "tenants": "SELECT tenant, budget_usd_per_month FROM tenants",
+    "chargeback_monthly": "SELECT tenant, month, total_usd, budget_used_pct FROM chargeback_monthly",
+    "focus_cost": "SELECT x_Tenant, BillingPeriodStart, sum(BilledCost) FROM focus_cost GROUP BY ALL",
+    "queue_stats": "SELECT * FROM queue_stats",
+    "tenant_daily": "SELECT tenant, date_trunc('month', day) m, sum(cost_usd), sum(busy_gpu_hours) FROM tenant_daily "
+    "GROUP BY ALL",
+}
+# Views over other views: the tables whose files they read (the baseline reads those).
+SOURCES = {
+    "chargeback_monthly": ("cost_daily", "tenants"),
+    "focus_cost": ("cost_allocation",),
+    "queue_stats": ("job_stats",),
+    "tenant_daily": ("cost_daily", "job_hourly"),
+}
+
+
+def gl(*args: str) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "gpuledger.cli", *args], capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"gpuledger {' '.join(args)} failed:\n{p.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def best(f, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def files(lake: Path, table: str) -> str | None:
+    base = lake / table
+    if not any(base.glob("date=*/**/*.parquet")):
+        return None
+    return str(base / ("date=*/node=*/*.parquet" if any(base.glob("date=*/node=*")) else "date=*/*.parquet"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lake", type=Path, default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    tmp = None
+    lake = a.lake
+    if lake is None:
+        tmp = Path(tempfile.mkdtemp(prefix="gl-finops-"))
+        lake = tmp / "lake"
+        sim = ["--nodes", "125", "--gpus-per-node", "8", "--days", "365", "--step-s", "3600", "--end", END]
+        print(f"simulate: {gl('simulate', '--lake', str(lake), *sim):.0f} s", flush=True)
+        print(f"analyze: {gl('analyze', '--lake', str(lake), '--to', END):.0f} s", flush=True)
+    with Lake(lake) as q:
+        (hours,) = q.execute("SELECT count(*) FROM gpu_hourly").rows[0]
+        (gpus,) = q.execute("SELECT count(DISTINCT gpu_uuid) FROM gpu_hourly").rows[0]
+        print(f"{hours:,} hourly rollup rows for {gpus:,} GPUs; best of {a.rounds} rounds")
+        print(f"{'view':22s} {'rows':>11s} {'query':>8s} {'scan':>8s} {'baseline':>9s} {'scan/baseline':>14s}")
+        worst = 0.0
+        for name in sql_files():
+            rows = q.execute(f"SELECT count(*) FROM {name}", timeout_s=None).rows[0][0]
+            t_query = best(lambda n=name: q.execute(QUERIES[n], timeout_s=None), a.rounds)
+            scan = f"SELECT * FROM {name}"
+            t_scan = best(lambda s=scan: q.con.sql(s).fetch_arrow_table(), a.rounds)
+            globs = [files(lake, t) for t in SOURCES.get(name, (name,))]
+            if all(globs):
+                base = " UNION ALL BY NAME ".join(f"SELECT * FROM read_parquet('{g}')" for g in globs)
+                t_base = best(lambda b=base: q.con.sql(b).fetch_arrow_table(), a.rounds)
+                ratio = f"{t_scan / t_base:13.2f}x"
+                base_txt = f"{t_base:8.3f}s"
+            else:
+                ratio, base_txt = f"{'(no files)':>14s}", f"{'-':>9s}"
+            worst = max(worst, t_query)
+            print(f"{name:22s} {rows:11,d} {t_query:7.3f}s {t_scan:7.3f}s {base_txt} {ratio}")
+        print(f"slowest analyst query: {worst:.3f} s (target < 1 s)")
+        glob = files(lake, "cost_allocation")
+        out_dir = Path(tempfile.mkdtemp(prefix="gl-focus-"))
+        copy_s = best(
+            lambda: q.con.execute(
+                f"COPY (SELECT * FROM read_parquet('{glob}') WHERE period_start >= TIMESTAMPTZ '{MONTH}-01' AND "
+                f"period_start < TIMESTAMPTZ '{MONTH}-01' + INTERVAL 1 MONTH) TO '{out_dir / 'bare.parquet'}'"
+            ),
+            a.rounds,
+        )
+    export_s = min(
+        gl("export", "focus", "--lake", str(lake), "--period", MONTH, "--out", str(out_dir / "focus.parquet"))
+        for _ in range(a.rounds)
+    )
+    import polars as pl
+
+    n = pl.scan_parquet(out_dir / "focus.parquet").select(pl.len()).collect().item()
+    print(f"export focus --period {MONTH}: {n:,} charges in {export_s:.2f} s (a whole process; target < 10 s)")
+    print(f"  baseline: COPY of that month's cost_allocation rows to Parquet {copy_s:.2f} s; ratio {export_s / copy_s:.1f}x")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
