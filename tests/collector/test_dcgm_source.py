@@ -61,14 +61,22 @@ def refused_url():
 
 
 def rows(batches):
-    return {b.table: [dict(zip(b.columns, v, strict=True)) for v in zip(*b.columns.values(), strict=True)]
-            for b in batches}
+    return {
+        b.table: [dict(zip(b.columns, v, strict=True)) for v in zip(*b.columns.values(), strict=True)] for b in batches
+    }
 
 
 def test_good_and_bad_targets_in_one_round(server):
     refused = refused_url()
-    urls = [f"{server}/l4", f"{server}/h100", f"{server}/500", f"{server}/html", f"{server}/dup",
-            f"{server}/hang", refused]
+    urls = [
+        f"{server}/l4",
+        f"{server}/h100",
+        f"{server}/500",
+        f"{server}/html",
+        f"{server}/dup",
+        f"{server}/hang",
+        refused,
+    ]
     src = DcgmSource(Config(collector=CollectorConfig(interval_s=10)), urls, timeout_s=0.5)
     got = rows(src.collect(T))
     assert {r["model"] for r in got["gpu_samples"]} == {"NVIDIA L4", "NVIDIA H100 80GB HBM3"}

@@ -53,6 +53,7 @@ BAD = [
     ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),
     ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
     ("bad_toml_syntax.toml", ["not valid TOML"]),
+    ("bad_finops.toml", ["finops.provider_name: must not be empty", "finops.host_provider: unknown key"]),
     (
         "bad_many.toml",
         [

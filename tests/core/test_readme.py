@@ -42,6 +42,7 @@ def test_every_config_key_is_documented():
         (config.CollectorConfig, "collector."),
         (config.SimConfig, ""),
         (config.AnalyticsConfig, "analytics."),
+        (config.FinopsConfig, "finops."),
     ):
         for field in cls.__dataclass_fields__:
             assert field in README, prefix + field
