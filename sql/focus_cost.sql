@@ -7,8 +7,9 @@
 -- (idle) remainder, AllocatedResourceId null. As the spec's split cost allocation requires, the origin charge
 -- itself is not a row: its allocated charges sum to it exactly (quantities are DECIMAL(18, 9) GPU-hours, unit
 -- prices DECIMAL(18, 6) USD, costs their exact product; the rounding remainder of the quantities goes to the
--- unallocated row), and they carry its dimensions, unit prices and Tags. Rows of jobs on a GPU nobody named are
--- ordinary charges (no ResourceId, no split).
+-- unallocated row), and they carry its dimensions, unit prices and Tags (the GPU's: cluster, node, model). What
+-- each split went to (tenant, namespace, job) is in AllocatedTags, which the spec keeps apart from Tags. Rows of
+-- jobs on a GPU nobody named are ordinary charges (no ResourceId, no split), with the job's tags in Tags.
 -- A GPU model with no rate has null costs here; the export refuses such a period and names the models.
 -- Provider names come from DuckDB variables that `gpuledger` sets from the config's [finops] table; in a plain
 -- DuckDB session they default to 'gpuledger' (SET VARIABLE focus_provider_name = 'Platform team'; ...).
@@ -36,6 +37,7 @@ charges AS (
             WHEN job_id IS NULL THEN CAST(greatest(q_origin, q_jobs) - q_jobs AS DECIMAL(18, 9))
             ELSE q_row
         END AS quantity,
+        greatest(q_origin, q_jobs) AS origin_quantity,
         gpu_uuid IS NOT NULL AS is_split
     FROM split
 ),
@@ -47,7 +49,9 @@ rows AS (
         coalesce(getvariable('focus_provider_name'), 'gpuledger') AS provider,
         coalesce(getvariable('focus_host_provider_name'), getvariable('focus_provider_name'), 'gpuledger') AS host,
         -- The origin's tags, kept on every one of its allocated charges.
-        json_object('gpuledger/cluster', cluster, 'gpuledger/node', node, 'gpuledger/gpu_model', gpu_model) AS origin_tags
+        json_object('gpuledger/cluster', cluster, 'gpuledger/node', node, 'gpuledger/gpu_model', gpu_model) AS origin_tags,
+        json_object('gpuledger/tenant', coalesce(tenant, ''), 'gpuledger/namespace', coalesce(namespace, ''),
+            'gpuledger/job', job_id) AS job_tags
     FROM charges
     WHERE quantity <> 0 OR job_id IS NOT NULL
 )
@@ -90,22 +94,23 @@ SELECT
     'GPU Time' AS SkuMeter,                                   -- String
     coalesce(rate_model, gpu_model) || '@' || CAST(unit_price AS VARCHAR) AS SkuPriceId, -- String: SKU and price
     CAST(CASE
-        WHEN job_id IS NULL THEN json_merge_patch(origin_tags, json_object('gpuledger/unallocated', 'true'))
-        ELSE json_merge_patch(origin_tags, json_object(
-            'gpuledger/tenant', coalesce(tenant, ''), 'gpuledger/namespace', coalesce(namespace, ''),
-            'gpuledger/job', job_id))
-    END AS VARCHAR) AS Tags,                                  -- JSON: the origin's tags, plus the tenant and job
+        WHEN is_split THEN origin_tags  -- a dimension: the same on every split of one origin
+        ELSE json_merge_patch(origin_tags, job_tags)
+    END AS VARCHAR) AS Tags,                                  -- JSON: the GPU's tags (and the job's, when no split)
     CASE WHEN is_split THEN 'gpuledger-' || method || '-v1' END AS AllocatedMethodId, -- String: docs/finops.md
     CASE WHEN is_split THEN CAST(json_object(
-        'basis', CASE WHEN method = 'max' THEN 'max(share, used) x time per hour' ELSE 'share x time' END,
-        'unallocated', 'origin minus the jobs'' GPU-hours') AS VARCHAR)
-    END AS AllocatedMethodDetails,                            -- JSON: how the split was computed
+        'Elements', json_array(json_object(
+            'AllocatedRatio', CASE WHEN origin_quantity > 0 THEN CAST(quantity AS DOUBLE) / CAST(origin_quantity AS DOUBLE)
+                                   ELSE 0.0 END,
+            'UsageUnit', 'GPU-Hours',
+            'UsageQuantity', CAST(quantity AS DOUBLE))),
+        'x_Basis', CASE WHEN method = 'max' THEN 'max(share, used) x time, per hour' ELSE 'share x time' END,
+        'x_Unallocated', 'origin GPU-hours minus the jobs'' GPU-hours') AS VARCHAR)
+    END AS AllocatedMethodDetails,                            -- JSON: the split's ratio of its origin, and why
     CASE WHEN is_split AND job_id IS NOT NULL THEN job_id END AS AllocatedResourceId, -- String: the job; null: idle
     CASE WHEN is_split AND job_id IS NOT NULL THEN coalesce(pod, job_id) END AS AllocatedResourceName, -- String
-    CASE WHEN is_split AND job_id IS NOT NULL THEN CAST(json_object(
-        'gpuledger/tenant', coalesce(tenant, ''), 'gpuledger/namespace', coalesce(namespace, ''),
-        'gpuledger/job', job_id) AS VARCHAR)
-    END AS AllocatedTags,                                     -- JSON: what the allocated charge went to
+    CASE WHEN is_split AND job_id IS NOT NULL THEN CAST(job_tags AS VARCHAR)
+    END AS AllocatedTags,                                     -- JSON: the tenant, namespace and job of the split
     tenant AS x_Tenant,                                       -- tenant of the job (null: unallocated)
     namespace AS x_Namespace,                                 -- Kubernetes namespace
     job_id AS x_JobId,                                        -- job id

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from finops.test_cost_allocation import ALLOCS, RATES, START, STOP, at, hourly
+from focus_rules import check_focus, check_split_allocation
 
 from analytics.cost_allocation import cost_allocation
 from gpuledger.cli import main
@@ -197,3 +198,88 @@ def test_a_rate_card_gap_is_an_error_naming_the_model(tmp_path):
 def test_mistakes_get_one_line_and_a_nonzero_exit(lake, tmp_path, args, message):
     r = CliRunner().invoke(main, ["export", "focus", "--lake", str(lake), *args])
     assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output
+
+
+# -- Conformance: the export checked by tests/focus_rules.py (written from the FOCUS 1.3 text, apart from the view) --
+
+ORIGIN_KEY = ["ResourceId", "ChargePeriodStart", "ChargePeriodEnd"]
+DECIMALS = [
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "ContractedCost",
+    "PricingQuantity",
+    "ConsumedQuantity",
+    "ListUnitPrice",
+    "ContractedUnitPrice",
+]
+
+
+def origins_from_cost_allocation(lake) -> pl.DataFrame:
+    """Each GPU's origin charge, from cost_allocation's origin_gpu_hours and price (not from the split rows)."""
+    with Lake(lake) as q:
+        return q.execute(
+            "WITH o AS (SELECT gpu_uuid AS ResourceId, period_start AS ChargePeriodStart, "
+            "period_end AS ChargePeriodEnd, "
+            "any_value(CAST(round(usd_per_gpu_hour, 6) AS DECIMAL(18, 6))) AS price, "
+            "greatest(any_value(CAST(round(origin_gpu_hours, 9) AS DECIMAL(18, 9))), coalesce(sum("
+            "CAST(round(gpu_hours, 9) AS DECIMAL(18, 9))) FILTER (WHERE job_id IS NOT NULL), 0)) AS q "
+            "FROM cost_allocation WHERE gpu_uuid IS NOT NULL GROUP BY ALL) "
+            "SELECT ResourceId, ChargePeriodStart, ChargePeriodEnd, q AS PricingQuantity, q AS ConsumedQuantity, "
+            "price AS ListUnitPrice, CAST(q * price AS DECIMAL(38, 15)) AS BilledCost, "
+            "CAST(q * price AS DECIMAL(38, 15)) AS EffectiveCost, CAST(q * price AS DECIMAL(38, 15)) AS ListCost "
+            "FROM o"
+        ).frame
+
+
+def exported(lake, tmp_path, ext):
+    out = tmp_path / f"focus.{ext}"
+    r = cli("export", "focus", "--lake", lake, "--period", "2026-11", "--out", out)
+    assert r.exit_code == 0, r.output
+    if ext == "parquet":
+        return pl.read_parquet(out)
+    # A CSV reader is told which columns are FOCUS Decimals; DateTimes stay text, checked against the spec's format.
+    return pl.read_csv(out, infer_schema=False).with_columns(pl.col(DECIMALS).cast(pl.Decimal(38, 15)))
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_the_hand_case_export_conforms(lake, tmp_path, ext):
+    f = exported(lake, tmp_path, ext)
+    assert f.height == 10
+    assert check_focus(f) == []
+    origins = origins_from_cost_allocation(lake)
+    if ext == "csv":
+        origins = origins.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%SZ") for c in ORIGIN_KEY[1:])
+    assert check_split_allocation(f, ORIGIN_KEY, origins) == []
+
+
+@pytest.fixture(scope="module")
+def analysed(small_lake, tmp_path_factory):
+    import shutil
+
+    from analytics.runner import run
+
+    from conftest import END
+
+    lake = tmp_path_factory.mktemp("focus") / "lake"
+    shutil.copytree(small_lake, lake)
+    run(lake, until_s=END)
+    return lake
+
+
+@pytest.mark.parametrize("ext", ["parquet", "csv"])
+def test_a_simulated_month_conforms_and_adds_up_to_the_fleet_cost(analysed, tmp_path, ext):
+    # small_lake's one day is 2026-11-01 (it ends at 2026-11-02 00:00): all of it in the 2026-11 billing period.
+    f = exported(analysed, tmp_path, ext)
+    assert f.height > 20
+    assert check_focus(f) == []
+    origins = origins_from_cost_allocation(analysed)
+    if ext == "csv":
+        origins = origins.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%SZ") for c in ORIGIN_KEY[1:])
+    month = origins.filter(pl.col("ChargePeriodStart").cast(pl.String).str.starts_with("2026-11"))
+    assert check_split_allocation(f, ORIGIN_KEY, month) == []
+    with Lake(analysed) as q:
+        (fleet,) = q.execute(
+            "SELECT sum(cost_usd + idle_share_usd) FROM cost_daily WHERE day_start >= TIMESTAMPTZ '2026-11-01'"
+        ).rows[0]
+    assert float(f["BilledCost"].sum()) == pytest.approx(fleet, rel=1e-9) and fleet > 0
