@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -52,3 +55,18 @@ class PeakRss:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._t.join()
+
+
+def gpuledger(*args: str) -> tuple[float, int, str]:
+    """Run `gpuledger ARGS` as a fresh process: (wall seconds, peak RSS of its process tree, stdout).
+
+    Exits the benchmark with gpuledger's error output when it fails."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuledger.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    with PeakRss(p.pid, every_s=0.05) as rss:
+        out, err = p.communicate()
+    if p.returncode:
+        sys.exit(f"gpuledger {' '.join(args)} failed:\n{err[-2000:]}")
+    return time.perf_counter() - t0, rss.peak, out

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _proc import PeakRss  # noqa: E402
+from _proc import gpuledger as gl  # noqa: E402
 
 END = "2026-11-30T00:00:00Z"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,18 +31,6 @@ BASELINE = (
     "SELECT count(*), sum(n) FROM (SELECT gpu_uuid, date_trunc('hour', ts) AS h, avg(util_gpu_pct), "
     "count(*) AS n FROM read_parquet(?, hive_partitioning = true) GROUP BY 1, 2)"
 )
-
-
-def gl(*args: str) -> tuple[float, int, str]:
-    t0 = time.perf_counter()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gpuledger.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    with PeakRss(p.pid, every_s=0.05) as rss:
-        out, err = p.communicate()
-    if p.returncode:
-        sys.exit(f"gpuledger {' '.join(args)} failed:\n{err[-2000:]}")
-    return time.perf_counter() - t0, rss.peak, out
 
 
 def simulate(lake: Path, days: float, end: str) -> None:

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _proc import gpuledger as gl  # noqa: E402
+
 from gpuledger.query import Lake, sql_files  # noqa: E402
 
 END = "2026-12-01T00:00:00Z"
@@ -38,7 +40,8 @@ QUERIES = {
     "nodes": "SELECT gpu_model, sum(gpu_count) FROM nodes GROUP BY ALL",
     "health_events": "SELECT kind, count(*) FROM health_events GROUP BY ALL",
     "admission_decisions": "SELECT tenant, decision, count(*) FROM admission_decisions GROUP BY ALL",
-    "gpu_hourly": "SELECT model, date_trunc('month', hour) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly GROUP BY ALL",
+    "gpu_hourly": "SELECT model, date_trunc('month', hour) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly "
+    "GROUP BY ALL",
     "gpu_5min": "SELECT model, date_trunc('month', bucket_start) m, avg(util_gpu_pct_mean) FROM gpu_5min GROUP BY ALL",
     "job_hourly": "SELECT tenant, date_trunc('month', hour) m, sum(allocated_gpu_hours), sum(idle_gpu_hours) "
     "FROM job_hourly GROUP BY ALL",
@@ -70,14 +73,6 @@ SOURCES = {
 }
 
 
-def gl(*args: str) -> float:
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "gpuledger.cli", *args], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(f"gpuledger {' '.join(args)} failed:\n{p.stderr[-2000:]}")
-    return time.perf_counter() - t0
-
-
 def best(f, rounds: int) -> float:
     times = []
     for _ in range(rounds):
@@ -105,8 +100,8 @@ def main() -> None:
         tmp = Path(tempfile.mkdtemp(prefix="gl-finops-"))
         lake = tmp / "lake"
         sim = ["--nodes", "125", "--gpus-per-node", "8", "--days", "365", "--step-s", "3600", "--end", END]
-        print(f"simulate: {gl('simulate', '--lake', str(lake), *sim):.0f} s", flush=True)
-        print(f"analyze: {gl('analyze', '--lake', str(lake), '--to', END):.0f} s", flush=True)
+        print(f"simulate: {gl('simulate', '--lake', str(lake), *sim)[0]:.0f} s", flush=True)
+        print(f"analyze: {gl('analyze', '--lake', str(lake), '--to', END)[0]:.0f} s", flush=True)
     with Lake(lake) as q:
         (hours,) = q.execute("SELECT count(*) FROM gpu_hourly").rows[0]
         (gpus,) = q.execute("SELECT count(DISTINCT gpu_uuid) FROM gpu_hourly").rows[0]
@@ -139,14 +134,17 @@ def main() -> None:
             a.rounds,
         )
     export_s = min(
-        gl("export", "focus", "--lake", str(lake), "--period", MONTH, "--out", str(out_dir / "focus.parquet"))
+        gl("export", "focus", "--lake", str(lake), "--period", MONTH, "--out", str(out_dir / "focus.parquet"))[0]
         for _ in range(a.rounds)
     )
     import polars as pl
 
     n = pl.scan_parquet(out_dir / "focus.parquet").select(pl.len()).collect().item()
     print(f"export focus --period {MONTH}: {n:,} charges in {export_s:.2f} s (a whole process; target < 10 s)")
-    print(f"  baseline: COPY of that month's cost_allocation rows to Parquet {copy_s:.2f} s; ratio {export_s / copy_s:.1f}x")
+    print(
+        f"  baseline: COPY of that month's cost_allocation rows to Parquet {copy_s:.2f} s; "
+        f"ratio {export_s / copy_s:.1f}x"
+    )
     shutil.rmtree(out_dir, ignore_errors=True)
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -45,6 +45,19 @@ def small_lake(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def analysed_lake(small_lake, tmp_path_factory) -> Path:
+    """small_lake after `gpuledger analyze` up to END with the built-in config. Read-only for tests."""
+    import shutil
+
+    from analytics.runner import run
+
+    path = tmp_path_factory.mktemp("analysed") / "lake"
+    shutil.copytree(small_lake, path)
+    run(path, until_s=END)
+    return path
+
+
 @pytest.fixture
 def cli():
     from gpuledger.cli import main

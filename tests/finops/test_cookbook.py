@@ -1,10 +1,10 @@
 """The cookbook of docs/finops.md, run: every `-- cookbook:` query goes through Lake on an analysed simulated lake, and
 each answer is checked against the same figure worked out in polars from the lake's tables (never by re-running SQL).
 
-The lake is the session's small simulated one (3 nodes x 4 GPUs, the day before conftest.END) plus four October jobs
-imported from a jobs file, so "last month", several weeks and FOCUS rows without a GPU all exist. It is analysed with
-a config whose budgets differ from the built-in ones and whose H100 price changes at 12:00 on 2026-11-01, so a query
-that read budgets or prices from anywhere but the lake would not match.
+The lake is the session's small simulated one (3 nodes x 4 GPUs, the day before conftest.END) plus five October jobs
+imported from a jobs file (one of them with no tenant), so "last month", several weeks, unclaimed GPU time and FOCUS
+rows without a GPU all exist. It is analysed with a config whose budgets differ from the built-in ones and whose H100
+price changes at 12:00 on 2026-11-01, so a query that took budgets or prices from anywhere but the lake would not match.
 """
 
 import dataclasses
@@ -51,6 +51,7 @@ oct-1,vision,NVIDIA H100 80GB HBM3,2,2026-10-13T08:00:00Z,2026-10-13T08:10:00Z,2
 oct-2,nlp,NVIDIA H100 80GB HBM3,1,2026-10-14T09:00:00Z,2026-10-14T09:30:00Z,2026-10-14T11:30:00Z,succeeded
 oct-3,nlp,NVIDIA A100-SXM4-80GB,4,2026-10-20T00:00:00Z,2026-10-20T01:00:00Z,2026-10-20T03:00:00Z,failed
 oct-4,research,NVIDIA A100-SXM4-80GB,1,2026-10-21T10:00:00Z,2026-10-21T10:00:30Z,2026-10-21T20:00:30Z,succeeded
+oct-5,,NVIDIA L40S,1,2026-10-22T09:00:00Z,2026-10-22T09:05:00Z,2026-10-22T15:05:00Z,succeeded
 """
 # The parameters each query is run with: the first set is the one every query must return rows for.
 PARAMS = {
@@ -81,7 +82,7 @@ def lake(small_lake, tmp_path_factory):
     lake = root / "lake"
     shutil.copytree(small_lake, lake)
     (root / "october.csv").write_text(OCTOBER_JOBS)
-    assert import_jobs_file(root / "october.csv", lake, CFG).rows_imported == 4
+    assert import_jobs_file(root / "october.csv", lake, CFG).rows_imported == 5
     run(lake, until_s=END, cfg=CFG)
     return lake
 
@@ -166,7 +167,15 @@ def test_cost_per_tenant_last_month(lake, month):
     want = (
         table(lake, "cost_daily")
         .filter(in_month("day_start", month))
-        .group_by("cluster", pl.col("tenant").fill_null("(idle, not shared)"))
+        .with_columns(
+            pl.when(pl.col("tenant").is_not_null())
+            .then("tenant")
+            .when(pl.col("gpu_hours") > 0)
+            .then(pl.lit("(no tenant)"))
+            .otherwise(pl.lit("(idle, not shared)"))
+            .alias("tenant")
+        )
+        .group_by("cluster", "tenant")
         .agg(pl.col("gpu_hours").sum(), pl.col("cost_usd").sum(), pl.col("idle_share_usd").sum())
         .with_columns((pl.col("cost_usd") + pl.col("idle_share_usd")).alias("total_usd"))
         .with_columns((100 * pl.col("total_usd") / pl.col("total_usd").sum().over("cluster")).alias("share_pct"))
@@ -174,7 +183,7 @@ def test_cost_per_tenant_last_month(lake, month):
     same(got, want, ["cluster", "tenant"])
     assert got["total_usd"].to_list() == sorted(got["total_usd"].to_list(), reverse=True)
     if month == "2026-10-01":  # the imported jobs and the sim's jobs of Oct 31; no telemetry, so no idle capacity
-        assert set(got["tenant"]) == {"vision", "nlp", "research"} and got["idle_share_usd"].sum() == 0
+        assert set(got["tenant"]) == {"vision", "nlp", "research", "(no tenant)"} and got["idle_share_usd"].sum() == 0
     else:
         assert set(got["tenant"]) == set(BUDGETS) and got["idle_share_usd"].sum() > 0
     assert ask(lake, "cost_per_tenant_last_month", month="2026-09-01").height == 0

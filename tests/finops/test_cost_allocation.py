@@ -3,18 +3,14 @@ a half-GPU job across the rate change, a MIG slice on its parent GPU, a job on a
 silent, the max(request, usage) method; and agreement with cost_daily on a simulated lake."""
 
 import datetime as dt
-import shutil
 
 import polars as pl
 import pytest
 
 from analytics.cost_allocation import charge_periods, cost_allocation
-from analytics.runner import run
 from gpuledger.config import Rate
 from gpuledger.lake import scan
 from gpuledger.query import Lake
-
-from conftest import END
 
 UTC = dt.timezone.utc
 H100 = "NVIDIA H100 80GB HBM3"
@@ -170,15 +166,8 @@ def test_bad_method_is_refused():
         cost_allocation(ALLOCS, hourly(), RATES, START, STOP, "median")
 
 
-@pytest.fixture(scope="module")
-def analysed(small_lake, tmp_path_factory):
-    lake = tmp_path_factory.mktemp("alloc") / "lake"
-    shutil.copytree(small_lake, lake)
-    run(lake, until_s=END)
-    return lake
-
-
-def test_on_a_simulated_lake_jobs_cost_what_cost_daily_says_and_all_rows_what_the_fleet_cost(analysed):
+def test_on_a_simulated_lake_jobs_cost_what_cost_daily_says_and_all_rows_what_the_fleet_cost(analysed_lake):
+    analysed = analysed_lake
     with Lake(analysed) as q:
         jobs = q.execute(
             "SELECT tenant, CAST(period_start AS DATE) AS day, sum(cost_usd) AS usd FROM cost_allocation "

@@ -253,22 +253,9 @@ def test_the_hand_case_export_conforms(lake, tmp_path, ext):
     assert check_split_allocation(f, ORIGIN_KEY, origins) == []
 
 
-@pytest.fixture(scope="module")
-def analysed(small_lake, tmp_path_factory):
-    import shutil
-
-    from analytics.runner import run
-
-    from conftest import END
-
-    lake = tmp_path_factory.mktemp("focus") / "lake"
-    shutil.copytree(small_lake, lake)
-    run(lake, until_s=END)
-    return lake
-
-
 @pytest.mark.parametrize("ext", ["parquet", "csv"])
-def test_a_simulated_month_conforms_and_adds_up_to_the_fleet_cost(analysed, tmp_path, ext):
+def test_a_simulated_month_conforms_and_adds_up_to_the_fleet_cost(analysed_lake, tmp_path, ext):
+    analysed = analysed_lake
     # small_lake's one day is 2026-11-01 (it ends at 2026-11-02 00:00): all of it in the 2026-11 billing period.
     f = exported(analysed, tmp_path, ext)
     assert f.height > 20
