@@ -82,8 +82,8 @@ def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
 def with_use_and_cost(stats: pl.LazyFrame, job_hours: pl.LazyFrame, allocated_cost: pl.LazyFrame) -> pl.LazyFrame:
     """job_stats with what each job did with its GPUs and what that cost.
 
-    From job_hourly: allocated, busy and idle (waste rule) GPU-hours; efficiency = busy / allocated over the hours
-    its GPUs reported in (an hour without telemetry is neither busy nor idle). From cost_allocation: cost_usd, the
+    From job_hourly: allocated, busy and idle (waste rule) GPU-hours; efficiency = busy / allocated, both over the
+    hours its GPUs reported in (an hour without telemetry is neither busy nor idle). From cost_allocation: cost_usd, the
     sum of its rows, null when any of them is unpriced (never a partial sum passed off as the whole).
     """
     key = ["cluster", "job_id"]
@@ -92,6 +92,7 @@ def with_use_and_cost(stats: pl.LazyFrame, job_hours: pl.LazyFrame, allocated_co
         pl.col("busy_gpu_hours").sum(),
         pl.col("idle_gpu_hours").sum(),
         pl.col("allocated_gpu_hours").filter(pl.col("measured")).sum().alias("_measured_h"),
+        pl.col("busy_gpu_hours").filter(pl.col("measured")).sum().alias("_measured_busy_h"),
     )
     cost = (
         allocated_cost.filter(pl.col("job_id").is_not_null())
@@ -103,8 +104,8 @@ def with_use_and_cost(stats: pl.LazyFrame, job_hours: pl.LazyFrame, allocated_co
         .join(cost, on=key, how="left")
         .with_columns(
             pl.when(pl.col("_measured_h") > 0)
-            .then(pl.col("busy_gpu_hours") / pl.col("_measured_h"))
+            .then(pl.col("_measured_busy_h") / pl.col("_measured_h"))
             .alias("efficiency")
         )
-        .drop("_measured_h")
+        .drop("_measured_h", "_measured_busy_h")
     )

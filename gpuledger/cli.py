@@ -460,9 +460,7 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
 
 
 @main.command()
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write it here [stdout]."
-)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write it here [stdout].")
 @common
 def views(ctx: Ctx, out) -> None:
     """Print one SQL script defining every view over the lake, for a plain DuckDB session.

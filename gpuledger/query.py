@@ -64,7 +64,8 @@ def views_script(root: Path | str) -> str:
     root = Path(root).resolve()
     quoted = str(root).replace("'", "''")
     parts = [
-        f"-- Every gpuledger view over {root}; made by `gpuledger views`. Re-make it when a table gets its first files.",
+        f"-- Every gpuledger view over {root}, made by `gpuledger views`.",
+        "-- Make it again when a table gets its first files (until then its view is empty).",
         "SET TimeZone = 'UTC';",
         f"SET VARIABLE {LAKE_VARIABLE} = '{quoted}';",
     ]

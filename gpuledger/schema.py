@@ -275,7 +275,11 @@ GPU_5MIN = Table(
     "one GPU (or MIG instance) per 5-minute bucket",
     "bucket_start",
     (_c("bucket_start", UTC_US, "start of the 5-minute bucket, UTC", False),)
-    + tuple(c for c in GPU_HOURLY.columns if c.name != "hour"),
+    + tuple(
+        _c("samples", pl.Int64, "samples in the bucket", False) if c.name == "samples" else c
+        for c in GPU_HOURLY.columns
+        if c.name != "hour"
+    ),
     node_in_path=False,
 )
 

@@ -2,7 +2,7 @@
 -- and that against its monthly budget. Built on cost_daily and tenants.
 CREATE OR REPLACE VIEW chargeback_monthly AS
 WITH charged AS (
-    SELECT cluster, tenant, CAST(date_trunc('month', day_start) AS DATE) AS month,
+    SELECT cluster, tenant, CAST(date_trunc('month', day_start AT TIME ZONE 'UTC') AS DATE) AS month,
            sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd
     FROM cost_daily
     WHERE tenant IS NOT NULL

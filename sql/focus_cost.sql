@@ -45,7 +45,9 @@ rows AS (
     SELECT
         *,
         CAST(quantity * unit_price AS DECIMAL(38, 15)) AS cost,
-        date_trunc('month', period_start) AS billing_start,
+        -- The UTC month whatever the session's time zone: a TIMESTAMPTZ is truncated, and a month added to it, in
+        -- the session's zone, so both happen on the naive UTC time.
+        date_trunc('month', period_start AT TIME ZONE 'UTC') AS billing_month_utc,
         coalesce(getvariable('focus_provider_name'), 'gpuledger') AS provider,
         coalesce(getvariable('focus_host_provider_name'), getvariable('focus_provider_name'), 'gpuledger') AS host,
         -- The origin's tags, kept on every one of its allocated charges.
@@ -60,8 +62,8 @@ SELECT
     CAST(cluster AS VARCHAR) AS BillingAccountId,             -- String: the cluster (one lake may hold several)
     CAST(cluster AS VARCHAR) AS BillingAccountName,           -- String: the cluster
     'USD' AS BillingCurrency,                                 -- String: ISO 4217
-    billing_start + INTERVAL 1 MONTH AS BillingPeriodEnd,     -- DateTime: exclusive end of the calendar month (UTC)
-    billing_start AS BillingPeriodStart,                      -- DateTime: first instant of the calendar month (UTC)
+    (billing_month_utc + INTERVAL 1 MONTH) AT TIME ZONE 'UTC' AS BillingPeriodEnd, -- DateTime: end of the UTC month
+    billing_month_utc AT TIME ZONE 'UTC' AS BillingPeriodStart, -- DateTime: first instant of the UTC month
     'Usage' AS ChargeCategory,                                -- String: GPU time used (or held idle)
     CAST(NULL AS VARCHAR) AS ChargeClass,                     -- String: null (no corrections are issued)
     'GPU-hours of ' || coalesce(gpu_model, 'unknown model') || ' on ' || coalesce(node, 'an unknown node')

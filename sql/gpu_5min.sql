@@ -10,7 +10,7 @@ SELECT
     gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
     parent_gpu_uuid,                                         -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                   -- VARCHAR: GPU product name
-    samples,                                                 -- BIGINT: samples in the hour
+    samples,                                                 -- BIGINT: samples in the bucket
     allocated_ratio,                                         -- DOUBLE: fraction of samples with a pod on the GPU
     busy_ratio,                                              -- DOUBLE: fraction of samples with util_gpu_pct > 0
     util_gpu_pct_mean,                                       -- DOUBLE: mean utilization

@@ -62,3 +62,21 @@ def test_views_script_loads_every_view_in_a_plain_duckdb_session(small_lake, tmp
     assert con.execute("SELECT count(*) FROM gpu_samples").fetchone()[0] == n > 0
     # A table with no files yet (no admission decisions in a simulated lake) is an empty view of the right shape.
     assert con.execute("SELECT count(*) FROM admission_decisions").fetchone()[0] == 0
+
+
+def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_lake, tmp_path):
+    script = tmp_path / "gpuledger.sql"
+    assert cli("views", "--lake", analysed_lake, "--out", script).exit_code == 0
+    queries = [
+        "SELECT tenant, month, total_usd FROM chargeback_monthly ORDER BY ALL",
+        "SELECT tenant, day, gpu_model, gpu_hours FROM tenant_daily ORDER BY ALL",
+        "SELECT DISTINCT BillingPeriodStart, BillingPeriodEnd FROM focus_cost",
+    ]
+    con = duckdb.connect()
+    con.execute(script.read_text())
+    utc = [con.execute(q).fetchall() for q in queries]
+    # Los Angeles is behind UTC: a UTC midnight there is the evening before, so a date or month taken in the
+    # session's zone would move back a day (and 2026-11-01 back a month); the views take them in UTC.
+    con.execute("SET TimeZone = 'America/Los_Angeles'")
+    assert [con.execute(q).fetchall() for q in queries] == utc
+    assert all(utc)
