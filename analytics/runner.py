@@ -36,6 +36,11 @@ from gpuledger.lake import LakeWriter, has_data, scan
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
+CHUNK_DAYS = 7  # telemetry rollups computed and written this many UTC days at a time
+
+
+def _lit(t: dt.datetime) -> pl.Expr:
+    return pl.lit(t).dt.cast_time_unit("us")
 
 
 @functools.lru_cache(maxsize=1)  # cleared at each run's start, like _allocations_frame
@@ -234,7 +239,6 @@ def run(
     reports = []
     # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
     # rolled up from those in memory (re-reading them from the lake cost as much as computing them).
-    t0 = time.perf_counter()
     src = scan(lake, "gpu_samples")
     start = from_s
     if start is None:
@@ -251,29 +255,38 @@ def run(
         d0, d1 = lo.date(), hi.date()
         # One UTC day at a time: a day of a large fleet's samples fits in memory (about 1 GB for 1,000 GPUs at
         # 10 s) and the in-memory engine beats the streaming one on it by ~25% (benchmarks/analytics_run.py).
+        # The rollups are written a few days at a time, so a year-long first run holds a week of them, not the
+        # year (job_5min alone would be ~75M rows for a year of 1,000 GPUs).
         days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
-        five = pl.concat(
-            [
-                gpu_5min(src.filter((pl.col("date") == d) & (pl.col("ts") >= lo) & (pl.col("ts") < hi))).collect()
-                for d in days
-            ],
-            how="vertical",
-        )
-        hourly = gpu_hourly(five.lazy()).collect()
-        # Job utilization per 5 minutes for the same window, from the rollup in memory: allocations clipped to it.
-        allocs = (
-            _allocations(lake, hi)
-            .filter(pl.col("end") > lo)
-            .with_columns(pl.max_horizontal("start", pl.lit(lo).dt.cast_time_unit("us")).alias("start"))
-        )
-        j5 = job_5min(allocs, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
-        mark = t0  # gpu_5min's time includes the pass over the samples (all three come from it)
-        for job, out in (("gpu_5min", five), ("gpu_hourly", hourly), ("job_5min", j5)):
-            out = _keep_rows_before(lake, job, out, lo)
-            writer.write_partitions(job, out, job)
-            write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
-            reports.append(RunReport(job, (d1 - d0).days + 1, out.height, time.perf_counter() - mark))
+        allocs = _allocations(lake, hi).filter(pl.col("end") > lo)
+        done = {job: [0, 0.0] for job in ("gpu_5min", "gpu_hourly", "job_5min")}  # rows, seconds
+        for k in range(0, len(days), CHUNK_DAYS):
+            chunk = days[k : k + CHUNK_DAYS]
+            c_lo = max(lo, dt.datetime.combine(chunk[0], dt.time(), dt.timezone.utc))
+            c_hi = min(hi, dt.datetime.combine(chunk[-1], dt.time(), dt.timezone.utc) + dt.timedelta(days=1))
             mark = time.perf_counter()
+            five = pl.concat(
+                [
+                    gpu_5min(src.filter((pl.col("date") == d) & (pl.col("ts") >= lo) & (pl.col("ts") < hi))).collect()
+                    for d in chunk
+                ],
+                how="vertical",
+            )
+            hourly = gpu_hourly(five.lazy()).collect()
+            # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the chunk.
+            held = allocs.filter((pl.col("end") > _lit(c_lo)) & (pl.col("start") < _lit(c_hi))).with_columns(
+                pl.max_horizontal("start", _lit(c_lo)).alias("start"), pl.min_horizontal("end", _lit(c_hi)).alias("end")
+            )
+            j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
+            for job, out in (("gpu_5min", five), ("gpu_hourly", hourly), ("job_5min", j5)):
+                out = _keep_rows_before(lake, job, out, lo)
+                writer.write_partitions(job, out, job)
+                done[job][0] += out.height
+                done[job][1] += time.perf_counter() - mark  # gpu_5min's time includes the pass over the samples
+                mark = time.perf_counter()
+        for job, (rows, seconds) in done.items():
+            write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
+            reports.append(RunReport(job, len(days), rows, seconds))
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     if has_data(lake, "jobs"):
         for job, compute in WHOLE.items():
