@@ -123,7 +123,11 @@ def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         allocs, _capacity(lake), cfg.rates, start, now, a.idle_policy, a.platform_tenant or None, usage, a.cost_method
     )
     if unpriced:
-        log.warning("cost: no rate for GPU model(s) %s; their cost is null, add them to [[rates]]", ", ".join(unpriced))
+        log.warning(
+            "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
+            "before its first effective_from); that time's cost is null: add rates that cover it",
+            ", ".join(unpriced),
+        )
     energy = energy_daily(allocation_hours(allocs), scan(lake, "gpu_hourly"), a.usd_per_kwh).collect()
     out = out.join(energy, on=["cluster", "date", "tenant", "gpu_model"], how="left", nulls_equal=True)
     return (
@@ -267,7 +271,9 @@ def run(
             mark = time.perf_counter()
             five = pl.concat(
                 [
-                    gpu_5min(src.filter((pl.col("date") == d) & (pl.col("ts") >= lo) & (pl.col("ts") < hi))).collect()
+                    gpu_5min(
+                        scan(lake, "gpu_samples", date=d).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+                    ).collect()
                     for d in chunk
                 ],
                 how="vertical",
