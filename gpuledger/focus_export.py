@@ -55,31 +55,34 @@ def finops_variables(cfg: Config) -> dict[str, str]:
 
 
 def export_focus(lake_root: Path, cfg: Config, period: str, out: Path, allow_unpriced: bool = False) -> ExportReport:
-    start, _ = parse_period(period)
     fmt = FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise UsageError(f"--out {str(out)!r}: the file name must end in .parquet or .csv")
+    start, end = parse_period(period)
     with Lake(lake_root, variables=finops_variables(cfg)) as lake:
-        where = "BillingPeriodStart = CAST($start AS TIMESTAMPTZ)"
-        unpriced = lake.execute(
-            f"SELECT coalesce(x_GpuModel, 'unknown model') AS model, sum(PricingQuantity)::DOUBLE AS gpu_hours "
-            f"FROM focus_cost WHERE {where} AND BilledCost IS NULL GROUP BY ALL ORDER BY 1",
-            {"start": start.isoformat()},
-            timeout_s=None,
-        ).rows
-        left_out = {m: h for m, h in unpriced}
-        if unpriced and not allow_unpriced:
-            names = ", ".join(f"{m} ({h:,.1f} GPU-hours)" for m, h in unpriced)
-            raise UsageError(
-                f"period {period}: no rate for GPU model(s) {names}; FOCUS costs cannot be null: add them to "
-                "[[rates]] in the config and run `gpuledger analyze`, or pass --allow-unpriced to leave them out"
-            )
+        # The month's charges by ChargePeriodStart (a column the view passes through, so DuckDB prunes the files
+        # of other days); the billing period is the month of the charge period, so it is the same set of rows.
         res = lake.execute(
-            f"SELECT * FROM focus_cost WHERE {where} AND BilledCost IS NOT NULL ORDER BY {_ORDER}",
-            {"start": start.isoformat()},
+            f"SELECT * FROM focus_cost WHERE ChargePeriodStart >= CAST($start AS TIMESTAMPTZ) "
+            f"AND ChargePeriodStart < CAST($end AS TIMESTAMPTZ) ORDER BY {_ORDER}",
+            {"start": start.isoformat(), "end": end.isoformat()},
             timeout_s=None,
         )
-    df = res.frame
+    unpriced = (
+        res.frame.filter(pl.col("BilledCost").is_null())
+        .group_by(pl.col("x_GpuModel").fill_null("unknown model"))
+        .agg(pl.col("PricingQuantity").cast(pl.Float64).sum())
+        .sort("x_GpuModel")
+        .rows()
+    )
+    left_out = {m: h for m, h in unpriced}
+    if unpriced and not allow_unpriced:
+        names = ", ".join(f"{m} ({h:,.1f} GPU-hours)" for m, h in unpriced)
+        raise UsageError(
+            f"period {period}: no rate for GPU model(s) {names}; FOCUS costs cannot be null: add them to "
+            "[[rates]] in the config and run `gpuledger analyze`, or pass --allow-unpriced to leave them out"
+        )
+    df = res.frame.filter(pl.col("BilledCost").is_not_null())
     _write(df, out, fmt)
     write_bytes_atomic(out.with_name(out.name + ".metadata.json"), json.dumps(metadata(df), indent=1).encode())
     billed = float(df["BilledCost"].sum()) if df.height else 0.0

@@ -4,7 +4,7 @@ import pytest
 
 from gpuledger import schema
 from gpuledger.errors import QueryError
-from gpuledger.query import Lake
+from gpuledger.query import Lake, sql_files
 
 
 def test_every_view_exists_on_an_empty_lake(tmp_path):
@@ -69,3 +69,20 @@ def test_timestamps_are_utc(small_lake):
     with Lake(small_lake) as lake:
         (row,) = lake.execute("SELECT min(ts)::VARCHAR FROM gpu_samples").rows
         assert row[0] == "2026-11-01 00:00:00+00"
+
+
+def _defined(lake):
+    return {v for (v,) in lake.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+
+def test_views_are_defined_as_queries_name_them(analysed_lake):
+    # Defining a view over a glob reads every matching file's schema, so only the views a query needs are defined.
+    with Lake(analysed_lake) as lake:
+        assert _defined(lake) == set()
+        assert lake.execute("SELECT count(*) AS jobs FROM cost_daily").rows[0][0] > 0  # 'jobs' is only an alias
+        assert _defined(lake) == {"cost_daily"}
+        lake.execute("SELECT count(*) FROM tenant_daily WHERE tenant <> 'gpu_samples'")  # a string is no view either
+        assert _defined(lake) == {"cost_daily", "job_hourly", "tenant_daily"}
+        # A query about the catalog sees every view.
+        (n,) = lake.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").rows[0]
+        assert n == len(sql_files()) and _defined(lake) == set(sql_files())
