@@ -1,11 +1,13 @@
 -- chargeback_monthly: one tenant x calendar month (UTC): what it is charged, its share of idle capacity, the total,
--- and that against its monthly budget. Built on cost_daily and tenants.
+-- and that against its monthly budget. Built on cost_daily and tenants. A null tenant is the GPU time of jobs
+-- nobody claimed (no tenant owns their namespace): charged, but to no one; never dropped. Idle capacity that the
+-- idle policy gives to no one (policy none) is not a charge and is not here.
 CREATE OR REPLACE VIEW chargeback_monthly AS
 WITH charged AS (
     SELECT cluster, tenant, CAST(date_trunc('month', day_start AT TIME ZONE 'UTC') AS DATE) AS month,
            sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd
     FROM cost_daily
-    WHERE tenant IS NOT NULL
+    WHERE tenant IS NOT NULL OR gpu_hours > 0  -- cost_daily's tenant-less rows with GPU time are unclaimed jobs
     GROUP BY ALL
 )
 SELECT

@@ -80,3 +80,41 @@ def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_
     con.execute("SET TimeZone = 'America/Los_Angeles'")
     assert [con.execute(q).fetchall() for q in queries] == utc
     assert all(utc)
+
+
+def test_chargeback_keeps_unclaimed_jobs_and_leaves_out_unshared_idle(tmp_path):
+    import datetime as dt
+
+    import polars as pl
+
+    from gpuledger.lake import LakeWriter
+
+    day = dt.datetime(2026, 11, 3, tzinfo=dt.timezone.utc)
+    rows = [  # tenant, gpu_hours, cost_usd, idle_share_usd
+        ("a", 2.0, 4.0, 1.0),
+        (None, 3.0, 6.0, 0.5),  # a job in a namespace no tenant owns: charged to no one, still a charge
+        (None, 0.0, 0.0, 10.0),  # idle capacity the policy gave to no one: not a charge
+    ]
+    frame = pl.DataFrame(
+        [
+            dict(
+                day_start=day,
+                cluster="c",
+                tenant=t,
+                gpu_model="X",
+                gpu_hours=h,
+                cost_usd=c,
+                idle_share_usd=i,
+                energy_kwh=None,
+                energy_usd=None,
+                method="request",
+                date=day.date(),
+            )
+            for t, h, c, i in rows
+        ],
+        schema_overrides={"day_start": pl.Datetime("us", "UTC"), "energy_kwh": pl.Float64, "energy_usd": pl.Float64},
+    )
+    LakeWriter(tmp_path).write_partitions("cost_daily", frame, "t")
+    with Lake(tmp_path) as lake:
+        got = lake.execute("SELECT tenant, cost_usd, idle_share_usd, total_usd FROM chargeback_monthly ORDER BY 1").rows
+    assert got == [("a", 4.0, 1.0, 5.0), (None, 6.0, 0.5, 6.5)]
