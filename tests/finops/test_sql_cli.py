@@ -70,7 +70,7 @@ def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_
     queries = [
         "SELECT tenant, month, total_usd FROM chargeback_monthly ORDER BY ALL",
         "SELECT tenant, day, gpu_model, gpu_hours FROM tenant_daily ORDER BY ALL",
-        "SELECT DISTINCT BillingPeriodStart, BillingPeriodEnd FROM focus_cost",
+        "SELECT DISTINCT BillingPeriodStart, BillingPeriodEnd FROM focus_cost ORDER BY 1",
     ]
     con = duckdb.connect()
     con.execute(script.read_text())
