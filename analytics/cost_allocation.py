@@ -127,9 +127,7 @@ def cost_allocation(
     a = (
         allocs.join(gpus, on="gpu_uuid", how="left")
         .with_columns(
-            pl.when(pl.col("gpu_uuid").is_not_null())
-            .then(pl.coalesce("resource_uuid", "gpu_uuid"))
-            .alias("resource_uuid"),
+            pl.coalesce("resource_uuid", "gpu_uuid").alias("resource_uuid"),  # null: no GPU named
             pl.when(pl.col("resource_uuid").is_not_null() & (pl.col("resource_uuid") != pl.col("gpu_uuid")))
             .then(pl.col("gpu_uuid"))
             .alias("slice_uuid"),
@@ -155,10 +153,7 @@ def cost_allocation(
             pl.col("hour").alias("_s"),
             (pl.col("hour") + pl.duration(hours=1)).alias("_e"),
         )
-        .filter(
-            (pl.col("_e") > pl.lit(start).dt.cast_time_unit("us"))
-            & (pl.col("_s") < pl.lit(end).dt.cast_time_unit("us"))
-        )
+        .filter((pl.col("_e") > _lit(start)) & (pl.col("_s") < _lit(end)))
     )
     models |= set(cap.select("gpu_model").unique().collect()["gpu_model"].to_list())
     periods = charge_periods(models, rates, start, end)
