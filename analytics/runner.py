@@ -53,6 +53,16 @@ def _jobs(lake: Path | str) -> pl.LazyFrame:
     return _jobs_frame(str(lake)).lazy()
 
 
+@functools.lru_cache(maxsize=1)  # cleared at each run's start: job_stats, queue_depth and fragmentation use it
+def _stats_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
+    return job_stats(_jobs(lake), now).collect()
+
+
+def _stats(lake: Path | str, now: dt.datetime) -> pl.LazyFrame:
+    """Per-job wait, run time and GPU-hours (analytics/jobs.py), computed once per run."""
+    return _stats_frame(str(lake), now).lazy()
+
+
 def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     """Allocation intervals, computed once per run (five tables use them); see _allocations_frame."""
     return _allocations_frame(str(lake), now).lazy()
@@ -88,7 +98,7 @@ def _capacity(lake: Path) -> pl.LazyFrame:
 
 
 def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    stats = job_stats(_jobs(lake), now)
+    stats = _stats(lake, now)
     first = stats.select(pl.col("submitted_at").min()).collect().item()
     if first is None:
         return pl.LazyFrame(schema=schema.table("queue_depth").polars_schema).drop("date")
@@ -158,7 +168,7 @@ def _cost_allocation(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 
 def _job_stats(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     """Per job: wait, run time, GPU-hours, and (from the tables written before it this run) use and cost."""
-    return with_use_and_cost(job_stats(_jobs(lake), now), scan(lake, "job_hourly"), scan(lake, "cost_allocation"))
+    return with_use_and_cost(_stats(lake, now), scan(lake, "job_hourly"), scan(lake, "cost_allocation"))
 
 
 def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
@@ -238,6 +248,7 @@ def run(
     # The lake may have changed since the last run, even for the same `until`.
     _allocations_frame.cache_clear()
     _jobs_frame.cache_clear()
+    _stats_frame.cache_clear()
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
@@ -340,7 +351,7 @@ def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) 
         lo = dt.datetime.fromtimestamp(wm - LOOKBACK_S - (wm - LOOKBACK_S) % 3600, dt.timezone.utc)
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     allocs = _allocations(lake, now).select("gpu_uuid", "share", "start", "end").collect()
-    jobs = job_stats(_jobs(lake), now).select("gpu_model", "gpus").collect()
+    jobs = _stats(lake, now).select("gpu_model", "gpus").collect()
     out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster)
     if out.height:
         out = _keep_rows_before(lake, "fragmentation", out.with_columns(pl.col("ts").dt.date().alias("date")), lo)
