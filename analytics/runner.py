@@ -320,21 +320,14 @@ def run(
 def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
     """An incremental run recomputes from `lo`; the rest of each day it rewrites is kept from the file it replaces."""
     t = schema.table(job)
-    keys = ["date", "node"] if t.node_in_path else ["date"]
     keep = []
-    for key in out.select(keys).unique().iter_rows():
-        date = key[0]
-        rel = [f"date={date.isoformat()}"] + ([f"node={key[1] or schema.NO_NODE}"] if t.node_in_path else [])
-        f = Path(lake, job, *rel, f"part-{job}.parquet")
+    for (date,) in out.select("date").unique().iter_rows():
+        f = Path(lake, job, f"date={date.isoformat()}", f"part-{job}.parquet")
         if f.exists() and lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
-            old = pl.read_parquet(f).filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date"))
-            if t.node_in_path:
-                old = old.with_columns(pl.lit(key[1], pl.String).alias("node"))
-            keep.append(old)
+            keep.append(pl.read_parquet(f).filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date")))
     if not keep:
         return out
-    order = [*(["node"] if t.node_in_path else []), t.time_column]
-    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(order, maintain_order=True)
+    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(t.time_column, maintain_order=True)
 
 
 def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) -> RunReport | None:
@@ -374,9 +367,8 @@ def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> Ru
     except (FileNotFoundError, ValueError):
         before = {}
     after, changed = {}, []
-    keys = ["date", "node"] if t.node_in_path else ["date"]
-    for key, part in out.partition_by(keys, as_dict=True).items():
-        rel = f"date={key[0].isoformat()}" + (f"/node={key[1] or schema.NO_NODE}" if t.node_in_path else "")
+    for key, part in out.partition_by(["date"], as_dict=True).items():
+        rel = f"date={key[0].isoformat()}"
         digest = str(part.hash_rows(seed=0).sum())
         after[rel] = digest
         if before.get(rel) != digest or not (Path(lake, job, rel) / f"part-{job}.parquet").exists():

@@ -91,7 +91,7 @@ def files(lake: Path, table: str) -> str | None:
     base = lake / table
     if not any(base.glob("date=*/**/*.parquet")):
         return None
-    return str(base / ("date=*/node=*/*.parquet" if any(base.glob("date=*/node=*")) else "date=*/*.parquet"))
+    return str(base / "date=*/*.parquet")
 
 
 def main() -> None:

@@ -134,10 +134,17 @@ def _progress(label: str, length: int):
 @click.option("--models", default=None, help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}")
 @click.option("--end", default=None, help="End of the window, ISO-8601 UTC [now].")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [CPU count].")
+@click.option(
+    "--compact/--no-compact",
+    default=True,
+    show_default=True,
+    help="Merge each closed day's files into one afterwards (as `gpuledger compact` does).",
+)
 @common
-def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers) -> None:
+def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers, compact) -> None:
     """Backfill a historical window of a simulated fleet into the lake, as fast as possible."""
     from collector.sim.backfill import backfill
+    from gpuledger.compaction import compact as compact_lake
 
     sim = ctx.cfg.simulator
     model_list = tuple(m.strip() for m in models.split(",")) if models else sim.models
@@ -169,6 +176,16 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
         f"{report.health_events:,} health events for {report.gpus:,} GPUs on {report.nodes:,} nodes "
         f"into {ctx.lake} in {secs:.1f} s ({report.samples / max(secs, 1e-9):,.0f} samples/s)"
     )
+    if compact:
+        # The simulator writes a file per node and day; a year of a fleet is tens of thousands of files, which
+        # every query would open. The days before the window's last are closed: merge them now.
+        t0 = time.perf_counter()
+        end_date = dt.datetime.fromtimestamp(end_s, dt.timezone.utc).date()
+        r = compact_lake(ctx.lake, today=end_date, grace_days=1)
+        click.echo(
+            f"merged {r.files_in:,} files of {r.partitions:,} closed day partitions into {r.files_out:,} "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
 
 
 # -- collect --------------------------------------------------------------------------------------------
@@ -334,6 +351,8 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     cfg = ctx.cfg
     if source == "sim":
         _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)
+    # Before anything reads the lake: merges the backfilled days, and moves a lake of the earlier layout.
+    compact(ctx.lake, grace_days=2)
 
     col = _build_collector(ctx, () if nvml_source else ("sim",), built=(nvml_source,) if nvml_source else ())
     col.start()
@@ -343,7 +362,12 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     def jobs(sch) -> None:
         col.schedule(sch, iv, cfg.collector.flush_interval_s)
         sch.add_job(
-            lambda: compact(ctx.lake, grace_days=2), "interval", hours=1, id="compact", coalesce=True, max_instances=1
+            lambda: compact(ctx.lake, grace_days=2),
+            "interval",
+            hours=1,
+            id="compact",
+            coalesce=True,
+            max_instances=1,
         )
         from analytics.runner import schedule as analytics_schedule
 

@@ -1,10 +1,14 @@
-"""Merge the many small files of closed partitions into one, crash-safely.
+"""Merge the many small files of a closed day into one, crash-safely.
 
-A partition is closed when its date is older than `grace_days` (UTC): no spool flush will add to it.
-Each merge is journaled: `_compact.json` (inputs, output) is written first, then the merged file, then the
-inputs are deleted, then the journal. A crash at any point is finished by `recover()` (run before every
-compaction): if the output exists, the inputs are deleted; otherwise the journal is dropped and the inputs
-stay. Readers glob `*.parquet` only, so they never see the journal or a temp file.
+A day is closed when its date is older than `grace_days` (UTC): no spool flush will add to it (a late flush
+that does is merged by the next compaction). Each merge is journaled: `_compact.json` (inputs, output) is written
+first, then the merged file, then the inputs are deleted, then the journal. A crash at any point is finished by
+`recover()` (run before every compaction): if the output exists, the inputs are deleted; otherwise the journal
+is dropped and the inputs stay. Readers glob `date=*/*.parquet` only, so they never see the journal or a temp
+file.
+
+Files of the earlier layout (`date=/node=<node>/`, the node in the path only) are merged into their day
+whatever its age, with their node written into the rows: after one `compact` the lake has one layout.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from gpuledger.atomic import fsync_dir, write_atomic, write_bytes_atomic
 from gpuledger.lake import COMPRESSION
 
 JOURNAL = "_compact.json"
+_LEGACY_NO_NODE = "_none"  # the earlier layout's folder for rows about no node
 
 
 @dataclass
@@ -40,6 +45,9 @@ def _finish(journal: Path) -> bool:
         for name in spec["inputs"]:
             if name != spec["output"]:
                 (d / name).unlink(missing_ok=True)
+        for sub in {Path(name).parent for name in spec["inputs"]} - {Path(".")}:
+            if (d / sub).is_dir() and not any((d / sub).iterdir()):
+                (d / sub).rmdir()  # an emptied legacy node= folder
     journal.unlink()
     fsync_dir(d)
     return True
@@ -55,34 +63,43 @@ def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1)
     today = today or dt.datetime.now(dt.timezone.utc).date()
     report = CompactionReport(recovered=recover(root))
     for name, t in schema.TABLES.items():
-        for part in sorted(root.glob(f"{name}/date=*/node=*" if t.node_in_path else f"{name}/date=*")):
-            date = dt.date.fromisoformat((part.parent if t.node_in_path else part).name[5:])
-            if date > today - dt.timedelta(days=grace_days):
+        for day in sorted(root.glob(f"{name}/date=*")):
+            date = dt.date.fromisoformat(day.name[5:])
+            legacy = sorted(day.glob("node=*/*.parquet"))
+            if date > today - dt.timedelta(days=grace_days) and not legacy:
                 continue  # still open: a flush may add to it
-            files = sorted(part.glob("*.parquet"))
-            if len(files) < 2:
+            files = sorted(day.glob("*.parquet"))
+            if len(files) + len(legacy) < 2 and not legacy:
                 continue
-            inputs = [f.name for f in files]
+            inputs = [str(f.relative_to(day)) for f in [*files, *legacy]]
             output = "part-c" + hashlib.sha1("\n".join(inputs).encode()).hexdigest()[:16] + ".parquet"
-            write_bytes_atomic(part / JOURNAL, json.dumps({"inputs": inputs, "output": output}).encode())
-            df = pl.concat([_read(f, t) for f in files]).sort(t.time_column, maintain_order=True)
+            write_bytes_atomic(day / JOURNAL, json.dumps({"inputs": inputs, "output": output}).encode())
+            merged = pl.concat([*(_scan(f, t) for f in files), *(_scan(f, t, f.parent.name[5:]) for f in legacy)])
+            # Sorted by time, so a query for a few hours of a day skips most row groups (their ts statistics).
             write_atomic(
-                part / output, lambda tmp, df=df: df.write_parquet(tmp, compression=COMPRESSION, statistics=True)
+                day / output,
+                lambda tmp, lf=merged, t=t: lf.sort(t.time_column, maintain_order=True).sink_parquet(
+                    tmp, compression=COMPRESSION, statistics=True
+                ),
             )
-            _finish(part / JOURNAL)
+            _finish(day / JOURNAL)
             report.partitions += 1
-            report.files_in += len(files)
+            report.files_in += len(inputs)
             report.files_out += 1
-            report.rows += df.height
+            report.rows += pl.scan_parquet(day / output).select(pl.len()).collect().item()
     return report
 
 
-def _read(path: Path, t: schema.Table) -> pl.DataFrame:
-    """Read one file into the current file schema (older files may lack newer nullable columns)."""
-    df = pl.read_parquet(path)
-    return df.select(
+def _scan(path: Path, t: schema.Table, legacy_node: str | None = None) -> pl.LazyFrame:
+    """One file in the current file schema (older files may lack newer nullable columns, legacy ones the node)."""
+    lf = pl.scan_parquet(path)
+    have = lf.collect_schema()
+    if legacy_node is not None:
+        have["node"] = pl.String
+        lf = lf.with_columns(pl.lit(None if legacy_node == _LEGACY_NO_NODE else legacy_node, pl.String).alias("node"))
+    return lf.select(
         [
-            pl.col(c).cast(dtype) if c in df.columns else pl.lit(None, dtype=dtype).alias(c)
+            pl.col(c).cast(dtype) if c in have else pl.lit(None, dtype=dtype).alias(c)
             for c, dtype in t.file_schema.items()
         ]
     )

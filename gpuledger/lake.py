@@ -1,6 +1,6 @@
 """The lake: append-only, hive-partitioned Parquet; the only interface between the stages.
 
-Layout: `<root>/<table>/date=YYYY-MM-DD/node=<node>/part-<name>.parquet` (see gpuledger.schema).
+Layout: `<root>/<table>/date=YYYY-MM-DD/part-<name>.parquet` (see gpuledger.schema).
 Writers name files deterministically (writer id + spool segment, or simulation chunk), so re-running a
 write replaces the same file instead of adding a duplicate: re-runs are idempotent.
 """
@@ -26,21 +26,15 @@ COMPRESSION = "zstd"
 class Partition:
     table: str
     date: dt.date
-    node: str | None  # None for tables partitioned by date only (schema.Table.node_in_path False)
 
     def path(self, root: Path) -> Path:
-        day = root / self.table / f"date={self.date.isoformat()}"
-        return day if self.node is None else day / f"node={self.node}"
+        return root / self.table / f"date={self.date.isoformat()}"
 
 
 def _groups(t: schema.Table, df: pl.DataFrame):
     """(Partition, rows without the path columns) for every partition of `df` (which has the path columns)."""
-    if t.node_in_path:
-        for (date, node), part in df.partition_by(["date", "node"], as_dict=True, maintain_order=True).items():
-            yield Partition(t.name, date, check_name("node", node or schema.NO_NODE)), part.drop("date", "node")
-    else:
-        for (date,), part in df.partition_by(["date"], as_dict=True, maintain_order=True).items():
-            yield Partition(t.name, date, None), part.drop("date")
+    for (date,), part in df.partition_by(["date"], as_dict=True, maintain_order=True).items():
+        yield Partition(t.name, date), part.drop("date")
 
 
 def check_name(kind: str, value: str) -> str:
@@ -56,7 +50,7 @@ def check_name(kind: str, value: str) -> str:
 def conform(table_name: str, df: pl.DataFrame, file_only: bool = False) -> pl.DataFrame:
     """Return `df` with exactly the table's columns in order and types; missing nullable columns become null.
 
-    With `file_only`, the partition columns (date, node) are left out: the shape of the rows inside a file.
+    With `file_only`, the partition column (date) is left out: the shape of the rows inside a file.
 
     Raises LakeError naming the table and the offending columns: unknown columns, missing required ones,
     values that do not cast, or nulls in a required column.
@@ -145,7 +139,7 @@ class LakeWriter:
         return [self.write_partition(p, part, name) for p, part in _groups(t, conform(table_name, df))]
 
     def write_partitions(self, table_name: str, df: pl.DataFrame, name: str, workers: int = 8) -> list[Path]:
-        """Write a frame with `date` and `node` columns, one file per partition, several at a time.
+        """Write a frame with a `date` column, one file per date, several at a time.
 
         Thousands of small partitions (an analytics run) are staged in threads (polars' writer releases the
         GIL) and made durable with one sync instead of one fsync each (gpuledger.atomic.write_many_atomic).
@@ -167,7 +161,7 @@ class LakeWriter:
         return [path for path, _ in items]
 
     def write_partition(self, p: Partition, df: pl.DataFrame, name: str) -> Path:
-        """Write the rows of one partition (without the date and node columns) as `part-<name>.parquet`."""
+        """Write the rows of one partition (without the date column) as `part-<name>.parquet`."""
         df = conform(p.table, df, file_only=True)
         path = p.path(self.root) / f"part-{name}.parquet"
         write_atomic(path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True))
@@ -187,7 +181,7 @@ def scan(root: Path | str, table_name: str, date: dt.date | None = None) -> pl.L
     """The one polars reader of the lake: a LazyFrame with the table's full schema (empty if no files).
 
     `date` reads one UTC date's partition only: the glob names it, so polars lists that folder alone instead of
-    pruning every file of the table (a year of a 125-node fleet is 45,000 files per raw table).
+    pruning every file of the table (a year of derived tables and open days is thousands of files).
     """
     t = schema.table(table_name)
     glob = t.file_glob if date is None else t.file_glob.replace("date=*", f"date={date.isoformat()}", 1)
@@ -196,12 +190,8 @@ def scan(root: Path | str, table_name: str, date: dt.date | None = None) -> pl.L
     lf = pl.scan_parquet(
         Path(root, table_name, glob),
         hive_partitioning=True,
-        hive_schema={"date": pl.Date, "node": pl.String} if t.node_in_path else {"date": pl.Date},
+        hive_schema={"date": pl.Date},
         missing_columns="insert",
         schema=t.file_schema,
     )
-    if not t.node_in_path:
-        return lf.select(t.column_names)
-    return lf.with_columns(
-        pl.when(pl.col("node") == schema.NO_NODE).then(None).otherwise(pl.col("node")).alias("node")
-    ).select(t.column_names)
+    return lf.select(t.column_names)

@@ -2,10 +2,13 @@
 
 `sql/<table>.sql` mirrors these definitions for analysts; tests/test_schema_sql.py proves the two agree.
 
-Partitioning: `<table>/date=YYYY-MM-DD/node=<node>/part-<writer>-<seq>.parquet`. `date` is the UTC date of
-the table's time column; `node` is the node the row is about (for rows about no node, such as a pending job,
-the host that wrote it, or `_none`). Partition values live only in the path, never inside the file, so the
-hive reader's value is the only one (DuckDB prefers the path over a column of the same name anyway).
+Partitioning: `<table>/date=YYYY-MM-DD/part-<writer>-<seq>.parquet`. `date` is the UTC date of the table's
+time column and lives only in the path, never inside the file, so the hive reader's value is the only one.
+Everything else, `node` included, is inside the file: each writer (a node's collector, the simulator's node
+task) names its files after itself, so writers never collide, and `gpuledger compact` merges a closed day's
+files into one. An earlier layout also put the node in the path (`date=/node=`); a year of a 125-node fleet was
+then 45,625 files per raw table and DuckDB spent seconds opening them before answering (docs/design/5-finops.md).
+`compact` moves such files into this layout.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from functools import cached_property
 import polars as pl
 
 UTC_US = pl.Datetime("us", "UTC")
-NO_NODE = "_none"  # partition value for rows with a null node; Kubernetes node names cannot start with "_"
-PARTITION_COLUMNS = ("date", "node")
+PARTITION_COLUMNS = ("date",)
 LABELS = pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
 
 
@@ -35,18 +37,9 @@ class Table:
     grain: str
     time_column: str
     columns: tuple[Column, ...]
-    # Raw telemetry is partitioned by UTC date and node (one collector writes one node); derived tables by date
-    # only, with their `node` column inside the file: a file per node and day would hold a handful of rows, and
-    # writing thousands of tiny files was most of an analytics run.
-    node_in_path: bool = True
-
-    @property
-    def path_columns(self) -> tuple[str, ...]:
-        return PARTITION_COLUMNS if self.node_in_path else ("date",)
-
-    @property
-    def file_glob(self) -> str:
-        return "date=*/node=*/*.parquet" if self.node_in_path else "date=*/*.parquet"
+    # Class attributes, not fields: every table is partitioned the same way.
+    path_columns = PARTITION_COLUMNS
+    file_glob = "date=*/*.parquet"
 
     # Cached: the lake writer consults these for every partition it writes (thousands per analytics run).
     @cached_property
@@ -73,7 +66,7 @@ def _c(name: str, dtype: pl.DataType, doc: str, nullable: bool = True) -> Column
 
 
 _CLUSTER = _c("cluster", pl.String, "cluster name from config ('default' when unset)", False)
-_NODE = _c("node", pl.String, "Kubernetes node / host name (in the path of raw tables: node=)")
+_NODE = _c("node", pl.String, "Kubernetes node / host name")
 _DATE = _c("date", pl.Date, "UTC date of the time column (partition column)", False)
 
 GPU_SAMPLES = Table(
@@ -210,7 +203,7 @@ ADMISSION_DECISIONS = Table(
     (
         _c("ts", UTC_US, "when the request was answered, UTC", False),
         _CLUSTER,
-        _c("node", pl.String, "webhook replica that answered (partition column)"),
+        _c("node", pl.String, "webhook replica that answered"),
         _c("uid", pl.String, "AdmissionReview request uid", False),
         _c("tenant", pl.String, "tenant resolved from the namespace"),
         _c("namespace", pl.String, "namespace of the object"),
@@ -267,7 +260,6 @@ GPU_HOURLY = Table(
         _c("energy_wh", pl.Float64, "power_w_mean x hours covered by samples"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 GPU_5MIN = Table(
@@ -280,7 +272,6 @@ GPU_5MIN = Table(
         for c in GPU_HOURLY.columns
         if c.name != "hour"
     ),
-    node_in_path=False,
 )
 
 JOB_HOURLY = Table(
@@ -306,7 +297,6 @@ JOB_HOURLY = Table(
         ),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 JOB_5MIN = Table(
@@ -325,7 +315,6 @@ JOB_5MIN = Table(
         _c("sm_active_gpu_hours", pl.Float64, "allocated x mean SM activity; null where not measured"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 JOB_STATS = Table(
@@ -360,7 +349,6 @@ JOB_STATS = Table(
         _c("cost_usd", pl.Float64, "its GPU time priced by the rate card (method analytics.cost_method)"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 GPU_ALLOCATIONS = Table(
@@ -382,7 +370,6 @@ GPU_ALLOCATIONS = Table(
         _c("open", pl.Boolean, "still held at the analysis time"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 COST_DAILY = Table(
@@ -402,7 +389,6 @@ COST_DAILY = Table(
         _c("method", pl.String, "request or max"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 COST_ALLOCATION = Table(
@@ -429,7 +415,6 @@ COST_ALLOCATION = Table(
         _c("method", pl.String, "request or max (analytics.cost_method)"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 DECISIONS = Table(
@@ -455,7 +440,6 @@ DECISIONS = Table(
         _c("idle_gpus_now", pl.Float64, "GPUs it holds that were idle through the last waste window"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 FRAGMENTATION = Table(
@@ -476,7 +460,6 @@ FRAGMENTATION = Table(
         _c("stranded_8gpu", pl.Int64, "whole free GPUs no 8-GPU job can use on one node"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 QUEUE_DEPTH = Table(
@@ -491,7 +474,6 @@ QUEUE_DEPTH = Table(
         _c("pending_gpus", pl.Float64, "GPUs those jobs ask for"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 TENANTS = Table(
@@ -507,7 +489,6 @@ TENANTS = Table(
         _c("budget_usd_per_month", pl.Float64, "monthly budget; null = none"),
         _DATE,
     ),
-    node_in_path=False,
 )
 
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)

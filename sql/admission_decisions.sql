@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW admission_decisions AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: when the request was answered, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: webhook replica that answered (partition column)
+    node,                                                   -- VARCHAR: webhook replica that answered
     uid,                                                    -- VARCHAR: AdmissionReview request uid
     tenant,                                                 -- VARCHAR: tenant resolved from the namespace
     namespace,                                              -- VARCHAR: namespace of the object
@@ -22,5 +22,5 @@ SELECT
     dry_run,                                                -- BOOLEAN: the request was a dryRun
     latency_s,                                              -- DOUBLE: time to answer
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/admission_decisions/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/admission_decisions/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

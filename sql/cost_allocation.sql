@@ -11,7 +11,7 @@ SELECT
     period_end,                                              -- TIMESTAMP WITH TIME ZONE: charge period end (exclusive)
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
     gpu_uuid,                                                -- VARCHAR: the physical GPU (a MIG slice's parent); null when no GPU is known for the job
-    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     gpu_model,                                               -- VARCHAR: GPU model
     rate_model,                                              -- VARCHAR: the rate card entry that prices it; null when none matches
     usd_per_gpu_hour,                                        -- DOUBLE: the rate in effect for the whole period; null when unpriced

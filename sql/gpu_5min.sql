@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_5min AS
 SELECT
     bucket_start,                                            -- TIMESTAMP WITH TIME ZONE: start of the 5-minute bucket, UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
     parent_gpu_uuid,                                         -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                   -- VARCHAR: GPU product name

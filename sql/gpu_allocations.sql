@@ -10,7 +10,7 @@ SELECT
     tenant,                                                  -- VARCHAR: tenant
     namespace,                                               -- VARCHAR: Kubernetes namespace
     pod,                                                     -- VARCHAR: pod name
-    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     gpu_model,                                               -- VARCHAR: GPU model
     gpu_uuid,                                                -- VARCHAR: GPU or MIG UUID; null when neither the job nor telemetry names it
     share,                                                   -- DOUBLE: share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)

@@ -6,11 +6,11 @@ CREATE OR REPLACE VIEW gpu_fields AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
     field,                                                  -- VARCHAR: source field name, e.g. DCGM_FI_DEV_PCIE_REPLAY_COUNTER
     value,                                                  -- DOUBLE: value as the source reports it (unit in the field's documentation)
     source,                                                 -- VARCHAR: collector source
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_fields/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_fields/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_hourly AS
 SELECT
     hour,                                                   -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
     parent_gpu_uuid,                                        -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                  -- VARCHAR: GPU product name

@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_processes AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU (or MIG instance) UUID
     pid,                                                    -- BIGINT: process id on the node
     process_name,                                           -- VARCHAR: executable name
@@ -18,5 +18,5 @@ SELECT
     namespace,                                              -- VARCHAR: namespace, when resolvable
     source,                                                 -- VARCHAR: collector source
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_processes/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_processes/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

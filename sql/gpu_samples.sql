@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW gpu_samples AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU UUID (MIG instance UUID for a MIG row)
     gpu_index,                                              -- INTEGER: NVML device index on the node
     parent_gpu_uuid,                                        -- VARCHAR: physical GPU UUID of a MIG instance, null otherwise
@@ -35,5 +35,5 @@ SELECT
     namespace,                                              -- VARCHAR: namespace of that pod
     container,                                              -- VARCHAR: container of that pod
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_samples/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_samples/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

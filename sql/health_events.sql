@@ -6,12 +6,12 @@ CREATE OR REPLACE VIEW health_events AS
 SELECT
     ts,                                                     -- TIMESTAMP WITH TIME ZONE: when it happened or was seen, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU concerned, null for a node-level event
     kind,                                                   -- VARCHAR: xid, ecc, lost, throttle, scrape_error, spool_corrupt
     code,                                                   -- BIGINT: Xid number or error code, when there is one
     detail,                                                 -- VARCHAR: human-readable detail
     source,                                                 -- VARCHAR: collector source
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/health_events/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR});
+FROM read_parquet(getvariable('gpuledger_lake') || '/health_events/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

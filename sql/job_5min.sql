@@ -7,7 +7,7 @@ CREATE OR REPLACE VIEW job_5min AS
 SELECT
     bucket_start,                                            -- TIMESTAMP WITH TIME ZONE: start of the 5-minute bucket, UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     tenant,                                                  -- VARCHAR: tenant
     job_id,                                                  -- VARCHAR: job id
     gpu_model,                                               -- VARCHAR: GPU model

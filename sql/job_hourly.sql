@@ -7,7 +7,7 @@ CREATE OR REPLACE VIEW job_hourly AS
 SELECT
     hour,                                                    -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     tenant,                                                  -- VARCHAR: tenant
     job_id,                                                  -- VARCHAR: job id
     gpu_model,                                               -- VARCHAR: GPU model

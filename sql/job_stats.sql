@@ -15,7 +15,7 @@ SELECT
     gpu_sharing,                                             -- VARCHAR: exclusive, fraction, time-sliced or mig
     status,                                                  -- VARCHAR: latest status
     reason,                                                  -- VARCHAR: why it ended or waits
-    node,                                                    -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     submitted_at,                                            -- TIMESTAMP WITH TIME ZONE: creation time, UTC
     scheduled_at,                                            -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
     finished_at,                                             -- TIMESTAMP WITH TIME ZONE: ended, UTC

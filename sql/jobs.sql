@@ -21,12 +21,12 @@ SELECT
     finished_at,                                            -- TIMESTAMP WITH TIME ZONE: ended, UTC
     status,                                                 -- VARCHAR: pending, running, succeeded, failed, cancelled, preempted
     reason,                                                 -- VARCHAR: why it ended or waits (OOMKilled, Evicted, Error, ...)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuids,                                              -- VARCHAR[]: GPUs bound to it
     owner_kind,                                             -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
     owner_name,                                             -- VARCHAR: top owner name
     source,                                                 -- VARCHAR: collector source (k8s, sim, import)
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR})
+FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
 QUALIFY row_number() OVER (PARTITION BY cluster, job_id ORDER BY updated_at DESC) = 1;

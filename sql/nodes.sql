@@ -3,11 +3,11 @@
 -- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW nodes AS
-WITH raw AS (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/nodes/date=*/node=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE, 'node': VARCHAR}))
+WITH raw AS (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/nodes/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE}))
 SELECT
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    CASE WHEN node = '_none' THEN NULL ELSE node END AS node, -- VARCHAR: Kubernetes node / host name (in the path of raw tables: node=)
+    node,                                                   -- VARCHAR: Kubernetes node / host name
     arg_max(gpu_model, last_seen) AS gpu_model,             -- VARCHAR: GPU product name
     arg_max(gpu_count, last_seen) AS gpu_count,             -- INTEGER: physical GPUs
     arg_max(gpu_mem_bytes, last_seen) AS gpu_mem_bytes,     -- BIGINT: memory of one GPU

@@ -72,23 +72,19 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
         w = node_window(node, allocs, t0, t1, task.step_s, task.seed, task.cluster, task.process_every_s, energy)
         energy = w.energy_end_j
         date = w.samples["ts"][0].date()
-        part = Partition("gpu_samples", date, node.name)
-        writer.write_partition(part, w.samples.drop("node"), f"{task.name}-{t0}-{t1}")
+        name = f"{task.name}-{node.name}-{t0}-{t1}"  # one writer per node: its files never collide with another's
+        writer.write_partition(Partition("gpu_samples", date), w.samples, name)
         samples += w.samples.height
         files += 1
         if w.processes.height:
-            writer.write_partition(
-                Partition("gpu_processes", date, node.name), w.processes.drop("node"), f"{task.name}-{t0}-{t1}"
-            )
+            writer.write_partition(Partition("gpu_processes", date), w.processes, name)
             procs += w.processes.height
             files += 1
         ev = health_events(node, t0, t1, task.seed, task.cluster)
         if ev:
-            files += len(writer.write("health_events", frame_from_rows("health_events", ev), f"{task.name}-{t0}-{t1}"))
+            files += len(writer.write("health_events", frame_from_rows("health_events", ev), name))
             events += len(ev)
-        files += len(
-            writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), f"{task.name}-{t0}-{t1}")
-        )
+        files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), name))
     return samples, procs, events, files
 
 

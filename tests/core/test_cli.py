@@ -57,6 +57,9 @@ def test_simulate_writes_the_lake_and_sql_reads_it(cli, tmp_path):
     assert r.exit_code == 0, r.output
     # 2 nodes x 2 GPUs x 6 h / 60 s
     assert "wrote 1,440 GPU samples" in r.output
+    # The day is closed (before --end's date): each node's file of it was merged into one.
+    assert "closed day partitions" in r.output
+    assert [f.name[:6] for f in (lake / "gpu_samples" / "date=2026-11-01").iterdir()] == ["part-c"]
     r = cli(
         "sql",
         "--lake",
@@ -152,7 +155,7 @@ def test_compact_command(cli, tmp_path):
         "--lake",
         lake,
         "--nodes",
-        1,
+        2,
         "--gpus-per-node",
         1,
         "--days",
@@ -163,9 +166,13 @@ def test_compact_command(cli, tmp_path):
         "2026-11-02T00:00:00Z",
         "--workers",
         1,
+        "--no-compact",
     )
+    day = lake / "gpu_samples" / "date=2026-11-01"
+    assert len(list(day.glob("*.parquet"))) == 2  # one per node
     r = cli("compact", "--lake", lake)
     assert r.exit_code == 0 and "compacted" in r.output
+    assert len(list(day.glob("*.parquet"))) == 1
 
 
 def test_import_commands(cli, tmp_path):

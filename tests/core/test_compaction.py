@@ -33,7 +33,7 @@ def test_closed_partitions_are_merged_open_ones_left_alone(tmp_path):
     assert (r.partitions, r.files_in, r.files_out, r.rows) == (1, 3, 1, 15)
     after = scan(tmp_path, "gpu_samples").collect().sort("ts")
     assert after.equals(before)
-    days = [f.parent.parent.name for f in table_files(tmp_path, "gpu_samples")]
+    days = [f.parent.name for f in table_files(tmp_path, "gpu_samples")]
     assert days.count("date=2026-11-01") == 1 and days.count("date=2026-11-03") == 3
     # Idempotent: a second run has nothing to do.
     assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
@@ -66,3 +66,30 @@ def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
     compact(tmp_path, today=dt.date(2026, 11, 1), grace_days=1)  # nothing closed: only recovery runs
     assert scan(tmp_path, "gpu_samples").collect().height == 8
     assert len(table_files(tmp_path, "gpu_samples")) == 2
+
+
+def test_merged_day_is_sorted_by_time_across_writers(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", _rows(1, 3, offset=1).with_columns(node=pl.lit("n2")), "n2-0")  # 01:00:01..03
+    w.write("gpu_samples", _rows(1, 3, offset=0), "n1-0")  # 01:00:00..02
+    compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
+    (f,) = table_files(tmp_path, "gpu_samples")
+    merged = pl.read_parquet(f)
+    assert merged["ts"].is_sorted()
+    # 00 n1, 01 n1 n2 (ties keep the files' name order), 02 n1 n2, 03 n2
+    assert merged["node"].to_list() == ["n1", "n1", "n2", "n1", "n2", "n2"]
+
+
+def test_files_of_the_earlier_node_in_path_layout_are_moved_into_their_day(tmp_path):
+    """Lakes written before the node left the path: `date=/node=<node>/` files, node only in the path."""
+    day = tmp_path / "gpu_samples" / "date=2026-11-03"  # today: an open day is migrated too
+    for node in ("n1", "_none"):
+        (day / f"node={node}").mkdir(parents=True)
+        _rows(3, 2).drop("node").write_parquet(day / f"node={node}" / "part-w-0.parquet")
+    LakeWriter(tmp_path).write("gpu_samples", _rows(3, 1, offset=5).with_columns(node=pl.lit("n3")), "w-1")
+    r = compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
+    assert (r.partitions, r.files_in, r.files_out, r.rows) == (1, 3, 1, 5)
+    assert not any(day.glob("node=*"))  # the emptied legacy folders are gone
+    back = scan(tmp_path, "gpu_samples").collect()
+    assert sorted(back["node"].to_list(), key=lambda v: v or "") == [None, None, "n1", "n1", "n3"]
+    assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0

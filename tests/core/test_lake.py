@@ -24,19 +24,19 @@ def _samples(ts_list, node="n1"):
     )
 
 
-def test_write_partitions_by_utc_date_and_node(tmp_path):
+def test_write_partitions_by_utc_date(tmp_path):
     midnight = dt.datetime(2026, 11, 2, tzinfo=UTC).timestamp()
     df = pl.concat([_samples([midnight - 10, midnight + 10], "n1"), _samples([midnight + 20], "n2")])
     w = LakeWriter(tmp_path)
     files = w.write("gpu_samples", df, "w1-1")
     rel = sorted(str(f.relative_to(tmp_path)) for f in files)
     assert rel == [
-        "gpu_samples/date=2026-11-01/node=n1/part-w1-1.parquet",
-        "gpu_samples/date=2026-11-02/node=n1/part-w1-1.parquet",
-        "gpu_samples/date=2026-11-02/node=n2/part-w1-1.parquet",
+        "gpu_samples/date=2026-11-01/part-w1-1.parquet",
+        "gpu_samples/date=2026-11-02/part-w1-1.parquet",
     ]
-    # Partition columns live in the path only.
-    assert "node" not in pl.read_parquet(files[0]).columns and "date" not in pl.read_parquet(files[0]).columns
+    # The partition column lives in the path only; the node is in the file.
+    assert "date" not in pl.read_parquet(files[0]).columns
+    assert pl.read_parquet(files[1])["node"].to_list() == ["n1", "n2"]
     back = scan(tmp_path, "gpu_samples").collect().sort("ts")
     assert back.schema == schema.GPU_SAMPLES.polars_schema
     assert back["node"].to_list() == ["n1", "n1", "n2"]
@@ -54,7 +54,7 @@ def test_rewriting_the_same_name_is_idempotent(tmp_path):
     assert len(table_files(tmp_path, "gpu_samples")) == 1
 
 
-def test_null_node_goes_to_the_none_partition_and_reads_back_null(tmp_path):
+def test_null_node_reads_back_null(tmp_path):
     jobs = pl.DataFrame(
         {
             "updated_at": [dt.datetime(2026, 11, 2, 5, tzinfo=UTC)],
@@ -66,7 +66,7 @@ def test_null_node_goes_to_the_none_partition_and_reads_back_null(tmp_path):
         }
     )
     (f,) = LakeWriter(tmp_path).write("jobs", jobs, "x")
-    assert f.parent.name == "node=_none"
+    assert f.parent.name == "date=2026-11-02"
     assert scan(tmp_path, "jobs").collect()["node"].to_list() == [None]
 
 
@@ -84,9 +84,9 @@ def test_conform_names_table_and_columns(frame, message):
         conform("gpu_samples", frame(_samples([1_700_000_000])))
 
 
-def test_unsafe_node_names_cannot_escape_the_lake(tmp_path):
+def test_unsafe_file_names_cannot_escape_the_lake(tmp_path):
     with pytest.raises(LakeError, match="cannot be used in a lake path"):
-        LakeWriter(tmp_path).write("gpu_samples", _samples([1_700_000_000], node="../etc"), "x")
+        LakeWriter(tmp_path).write("gpu_samples", _samples([1_700_000_000]), "../etc")
 
 
 def test_empty_table_scans_with_full_schema(tmp_path):

@@ -53,4 +53,3 @@ def test_every_table_has_cluster_and_a_utc_time_column():
         assert "cluster" in t.column_names
         assert t.polars_schema[t.time_column] == schema.UTC_US
         assert t.column_names[-1] == "date"
-        assert "node" in t.column_names or not t.node_in_path  # node-partitioned tables expose their node
