@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from analytics.cost import _max_of_request_and_use, match_model, rate_frame, split_days
+from gpuledger import schema
 from gpuledger.config import Rate
 
 UTC = dt.timezone.utc
@@ -206,6 +207,7 @@ def cost_allocation(
         ],
         how="diagonal_relaxed",
     )
+    out = exact_quantities(out)
     return (
         out.with_columns(
             (pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"),
@@ -224,6 +226,8 @@ def cost_allocation(
             "origin_gpu_hours",
             "gpu_hours",
             "cost_usd",
+            "charge_gpu_hours",
+            "origin_charge_gpu_hours",
             "job_id",
             "tenant",
             "namespace",
@@ -233,4 +237,29 @@ def cost_allocation(
             "date",
         )
         .sort("period_start", "gpu_uuid", "job_id", nulls_last=True)
+    )
+
+
+def exact_quantities(rows: pl.DataFrame) -> pl.DataFrame:
+    """Add charge_gpu_hours and origin_charge_gpu_hours: the FOCUS export's quantities, as exact decimals.
+
+    Each job's GPU-hours to 1e-9; the idle row (no job) is the origin minus the jobs' rounded hours, so the rows of
+    one origin (cluster, GPU, period) sum to it exactly, with no tolerance. Computed here rather than in the
+    focus_cost view: a window over every charge made the view 3x slower.
+    """
+    exact = schema.GPU_HOURS_EXACT
+    key = ["cluster", "gpu_uuid", "period_start"]
+    jobs_q = pl.col("_q").filter(pl.col("job_id").is_not_null()).sum().over(key)
+    origin_q = pl.max_horizontal(pl.col("origin_gpu_hours").round(9).cast(exact), jobs_q)
+    return (
+        rows.with_columns(pl.col("gpu_hours").round(9).cast(exact).alias("_q"))
+        .with_columns(
+            pl.when(pl.col("job_id").is_null())
+            .then(origin_q - jobs_q)
+            .otherwise(pl.col("_q"))
+            .cast(exact)
+            .alias("charge_gpu_hours"),
+            pl.when(pl.col("gpu_uuid").is_not_null()).then(origin_q).cast(exact).alias("origin_charge_gpu_hours"),
+        )
+        .drop("_q")
     )

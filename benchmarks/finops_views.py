@@ -36,30 +36,32 @@ MONTH = "2026-11"
 LAST_WEEK = "2026-11-24"
 RAW = {"gpu_samples", "gpu_processes", "gpu_fields", "jobs", "nodes", "health_events", "admission_decisions"}
 
-# One analyst question per view: each groups the year by month, day, tenant or model.
+# One analyst question per view: each groups the year by month, day, tenant or model. Months come from `date` (every
+# table's UTC day, a DATE), as docs/finops.md advises: date_trunc on a TIMESTAMPTZ goes through ICU's calendar
+# (gpu_hourly: 0.98 s against 0.26 s), and the same query on the timestamp is timed once below for the record.
 QUERIES = {
-    "gpu_samples": "SELECT model, date_trunc('month', ts) m, avg(util_gpu_pct) FROM gpu_samples GROUP BY ALL",
-    "gpu_processes": "SELECT date_trunc('month', ts) m, count(*) FROM gpu_processes GROUP BY ALL",
+    "gpu_samples": "SELECT model, date_trunc('month', date) m, avg(util_gpu_pct) FROM gpu_samples GROUP BY ALL",
+    "gpu_processes": "SELECT date_trunc('month', date) m, count(*) FROM gpu_processes GROUP BY ALL",
     "gpu_fields": "SELECT field, count(*) FROM gpu_fields GROUP BY ALL",
     "jobs": "SELECT tenant, status, count(*) FROM jobs GROUP BY ALL",
     "nodes": "SELECT gpu_model, sum(gpu_count) FROM nodes GROUP BY ALL",
     "health_events": "SELECT kind, count(*) FROM health_events GROUP BY ALL",
     "admission_decisions": "SELECT tenant, decision, count(*) FROM admission_decisions GROUP BY ALL",
-    "gpu_hourly": "SELECT model, date_trunc('month', hour) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly "
+    "gpu_hourly": "SELECT model, date_trunc('month', date) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly "
     "GROUP BY ALL",
-    "gpu_5min": "SELECT model, date_trunc('month', bucket_start) m, avg(util_gpu_pct_mean) FROM gpu_5min GROUP BY ALL",
-    "job_hourly": "SELECT tenant, date_trunc('month', hour) m, sum(allocated_gpu_hours), sum(idle_gpu_hours) "
+    "gpu_5min": "SELECT model, date_trunc('month', date) m, avg(util_gpu_pct_mean) FROM gpu_5min GROUP BY ALL",
+    "job_hourly": "SELECT tenant, date_trunc('month', date) m, sum(allocated_gpu_hours), sum(idle_gpu_hours) "
     "FROM job_hourly GROUP BY ALL",
-    "job_5min": "SELECT tenant, date_trunc('month', bucket_start) m, sum(busy_gpu_hours) FROM job_5min GROUP BY ALL",
-    "job_stats": "SELECT tenant, date_trunc('month', submitted_at) m, sum(cost_usd), "
+    "job_5min": "SELECT tenant, date_trunc('month', date) m, sum(busy_gpu_hours) FROM job_5min GROUP BY ALL",
+    "job_stats": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd), "
     "sum(busy_gpu_hours) / sum(allocated_gpu_hours) FROM job_stats GROUP BY ALL",
     "gpu_allocations": "SELECT tenant, sum(share) FROM gpu_allocations GROUP BY ALL",
-    "cost_daily": "SELECT tenant, date_trunc('month', day_start) m, sum(cost_usd + idle_share_usd) FROM cost_daily "
+    "cost_daily": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd + idle_share_usd) FROM cost_daily "
     "GROUP BY ALL",
-    "cost_allocation": "SELECT tenant, date_trunc('month', period_start) m, sum(cost_usd) FROM cost_allocation "
+    "cost_allocation": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd) FROM cost_allocation "
     "GROUP BY ALL",
     "decisions": "SELECT tenant, sum(allocated_gpus) FROM decisions GROUP BY ALL",
-    "fragmentation": "SELECT gpu_model, date_trunc('month', ts) m, avg(frag_rate), sum(fragmented_gpus) "
+    "fragmentation": "SELECT gpu_model, date_trunc('month', date) m, avg(frag_rate), sum(fragmented_gpus) "
     "FROM fragmentation GROUP BY ALL",
     "queue_depth": "SELECT gpu_model, max(pending_jobs) FROM queue_depth GROUP BY ALL",
     "tenants": "SELECT tenant, budget_usd_per_month FROM tenants",
@@ -141,6 +143,8 @@ def main() -> None:
         t0 = time.perf_counter()
         q.execute(QUERIES["gpu_samples"], timeout_s=None)
         print(f"gpu_samples, the whole year (one round): {time.perf_counter() - t0:.1f} s")
+        tz = QUERIES["gpu_hourly"].replace("date_trunc('month', date)", "date_trunc('month', hour)")
+        print(f"gpu_hourly by month of the TIMESTAMPTZ instead of date: {best(lambda: q.execute(tz), a.rounds):.3f} s")
         glob = files(lake, "cost_allocation")
         out_dir = Path(tempfile.mkdtemp(prefix="gl-focus-"))
         copy_s = best(

@@ -43,6 +43,8 @@ def duckdb_type(dtype: pl.DataType) -> str:
         return 'STRUCT("key" VARCHAR, "value" VARCHAR)[]'
     if isinstance(dtype, pl.List):
         return duckdb_type(dtype.inner) + "[]"
+    if isinstance(dtype, pl.Decimal):
+        return f"DECIMAL({dtype.precision},{dtype.scale})"
     return _DUCK_TYPES[dtype.base_type()]
 
 

@@ -21,6 +21,7 @@ import polars as pl
 UTC_US = pl.Datetime("us", "UTC")
 PARTITION_COLUMNS = ("date",)
 LABELS = pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
+GPU_HOURS_EXACT = pl.Decimal(18, 9)  # GPU-hours to the nano-GPU-hour: the FOCUS export's exact quantities
 
 
 @dataclass(frozen=True)
@@ -407,6 +408,17 @@ COST_ALLOCATION = Table(
         _c("origin_gpu_hours", pl.Float64, "the GPU's GPU-hours in the period: max(hours reported, hours charged)"),
         _c("gpu_hours", pl.Float64, "this row's GPU-hours (the job's charged time, or the idle remainder)"),
         _c("cost_usd", pl.Float64, "gpu_hours x usd_per_gpu_hour; null when unpriced"),
+        _c(
+            "charge_gpu_hours",
+            GPU_HOURS_EXACT,
+            "gpu_hours as an exact decimal; the idle row takes the rounding remainder, so a GPU's rows of a period "
+            "sum exactly to origin_charge_gpu_hours",
+        ),
+        _c(
+            "origin_charge_gpu_hours",
+            GPU_HOURS_EXACT,
+            "origin_gpu_hours as an exact decimal (at least the sum of the jobs'); null for a job on no known GPU",
+        ),
         _c("job_id", pl.String, "job id; null for the idle remainder"),
         _c("tenant", pl.String, "tenant of the job"),
         _c("namespace", pl.String, "Kubernetes namespace"),

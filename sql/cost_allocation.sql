@@ -18,6 +18,8 @@ SELECT
     origin_gpu_hours,                                        -- DOUBLE: the GPU's GPU-hours in the period: max(hours reported, hours charged)
     gpu_hours,                                               -- DOUBLE: this row's GPU-hours (the job's charged time, or the idle remainder)
     cost_usd,                                                -- DOUBLE: gpu_hours x usd_per_gpu_hour; null when unpriced
+    charge_gpu_hours,                                        -- DECIMAL(18,9): gpu_hours as an exact decimal; the idle row takes the rounding remainder, so a GPU's rows of a period sum exactly to origin_charge_gpu_hours
+    origin_charge_gpu_hours,                                 -- DECIMAL(18,9): origin_gpu_hours as an exact decimal (at least the sum of the jobs'); null for a job on no known GPU
     job_id,                                                  -- VARCHAR: job id; null for the idle remainder
     tenant,                                                  -- VARCHAR: tenant of the job
     namespace,                                               -- VARCHAR: Kubernetes namespace

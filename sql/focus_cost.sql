@@ -15,39 +15,24 @@
 -- DuckDB session they default to 'gpuledger' (SET VARIABLE focus_provider_name = 'Platform team'; ...).
 -- Built on cost_allocation.
 CREATE OR REPLACE VIEW focus_cost AS
-WITH priced AS (
-    SELECT
-        a.*,
-        CAST(round(a.usd_per_gpu_hour, 6) AS DECIMAL(18, 6)) AS unit_price,
-        CAST(round(a.gpu_hours, 9) AS DECIMAL(18, 9)) AS q_row,
-        CAST(round(a.origin_gpu_hours, 9) AS DECIMAL(18, 9)) AS q_origin
-    FROM cost_allocation a
-),
-split AS (
+WITH charges AS (
     SELECT
         *,
-        coalesce(sum(CASE WHEN job_id IS NOT NULL THEN q_row END) OVER origin, 0) AS q_jobs
-    FROM priced
-    WINDOW origin AS (PARTITION BY cluster, gpu_uuid, period_start)
-),
-charges AS (
-    SELECT
-        *,
-        CASE
-            WHEN job_id IS NULL THEN CAST(greatest(q_origin, q_jobs) - q_jobs AS DECIMAL(18, 9))
-            ELSE q_row
-        END AS quantity,
-        greatest(q_origin, q_jobs) AS origin_quantity,
+        CAST(round(usd_per_gpu_hour, 6) AS DECIMAL(18, 6)) AS unit_price,
+        -- Exact decimals written by the analytics (analytics/cost_allocation.py): the idle row holds the rounding
+        -- remainder, so the splits of an origin sum to origin_charge_gpu_hours with no tolerance.
+        charge_gpu_hours AS quantity,
+        origin_charge_gpu_hours AS origin_quantity,
         gpu_uuid IS NOT NULL AS is_split
-    FROM split
+    FROM cost_allocation
 ),
 rows AS (
     SELECT
         *,
         CAST(quantity * unit_price AS DECIMAL(38, 15)) AS cost,
-        -- The UTC month whatever the session's time zone: a TIMESTAMPTZ is truncated, and a month added to it, in
-        -- the session's zone, so both happen on the naive UTC time.
-        date_trunc('month', period_start AT TIME ZONE 'UTC') AS billing_month_utc,
+        -- The UTC month whatever the session's time zone, from `date` (the UTC day of period_start, a DATE): a
+        -- TIMESTAMPTZ would be truncated in the session's zone, and through ICU's calendar at ~0.2 us a row.
+        date_trunc('month', date) AS billing_month_utc,
         coalesce(getvariable('focus_provider_name'), 'gpuledger') AS provider,
         coalesce(getvariable('focus_host_provider_name'), getvariable('focus_provider_name'), 'gpuledger') AS host,
         -- The origin's tags, kept on every one of its allocated charges.
@@ -62,8 +47,8 @@ SELECT
     CAST(cluster AS VARCHAR) AS BillingAccountId,             -- String: the cluster (one lake may hold several)
     CAST(cluster AS VARCHAR) AS BillingAccountName,           -- String: the cluster
     'USD' AS BillingCurrency,                                 -- String: ISO 4217
-    (billing_month_utc + INTERVAL 1 MONTH) AT TIME ZONE 'UTC' AS BillingPeriodEnd, -- DateTime: end of the UTC month
-    billing_month_utc AT TIME ZONE 'UTC' AS BillingPeriodStart, -- DateTime: first instant of the UTC month
+    to_timestamp(epoch(billing_month_utc + INTERVAL 1 MONTH)) AS BillingPeriodEnd, -- DateTime: end of the UTC month
+    to_timestamp(epoch(billing_month_utc)) AS BillingPeriodStart, -- DateTime: first instant of the UTC month
     'Usage' AS ChargeCategory,                                -- String: GPU time used (or held idle)
     CAST(NULL AS VARCHAR) AS ChargeClass,                     -- String: null (no corrections are issued)
     'GPU-hours of ' || coalesce(gpu_model, 'unknown model') || ' on ' || coalesce(node, 'an unknown node')

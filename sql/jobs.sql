@@ -3,6 +3,8 @@
 -- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW jobs AS
+WITH raw AS NOT MATERIALIZED (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE}, filename = true, file_row_number = true))
 SELECT
     updated_at,                                             -- TIMESTAMP WITH TIME ZONE: when this state was observed, UTC
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
@@ -27,6 +29,10 @@ SELECT
     owner_name,                                             -- VARCHAR: top owner name
     source,                                                 -- VARCHAR: collector source (k8s, sim, import)
     date                                                    -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
-QUALIFY row_number() OVER (PARTITION BY cluster, job_id ORDER BY updated_at DESC) = 1;
+FROM raw r
+-- The latest state of each job: the row that no other row of the same job outdoes (a tie on updated_at is
+-- broken by file and row, so exactly one row survives). An anti-join rather than a window over every state:
+-- DuckDB pushes a filter such as `WHERE date >= ...` into `r`, so a question about last week reads last week's
+-- files in full and only the join keys of the rest (0.22 s against 1.0 s for a year of 1.1M jobs).
+ANTI JOIN raw l ON l.cluster = r.cluster AND l.job_id = r.job_id
+    AND (l.updated_at, l.filename, l.file_row_number) > (r.updated_at, r.filename, r.file_row_number);

@@ -53,3 +53,28 @@ def test_every_table_has_cluster_and_a_utc_time_column():
         assert "cluster" in t.column_names
         assert t.polars_schema[t.time_column] == schema.UTC_US
         assert t.column_names[-1] == "date"
+
+
+def test_jobs_view_keeps_exactly_the_latest_state_of_each_job(tmp_path):
+    t = dt.datetime(2026, 11, 2, 5, tzinfo=dt.timezone.utc)
+
+    def state(job, minutes, status):
+        return {
+            "updated_at": t + dt.timedelta(minutes=minutes),
+            "cluster": "c",
+            "job_id": job,
+            "status": status,
+            "source": "t",
+        }
+
+    w = LakeWriter(tmp_path)
+    w.write("jobs", pl.DataFrame([state("a", 0, "pending"), state("b", 0, "pending")]), "w1")
+    # Written later, by another writer: a's later state, and b's state twice at the same instant (a tie).
+    w.write("jobs", pl.DataFrame([state("a", 5, "running"), state("b", 3, "running")]), "w2")
+    w.write("jobs", pl.DataFrame([state("b", 3, "failed"), state("a", 24 * 60, "succeeded")]), "w3")
+    with Lake(tmp_path) as lake:
+        rows = lake.execute("SELECT job_id, status, date FROM jobs ORDER BY job_id").rows
+        # The tie goes to the later file (w3), and a's latest state is on the next day.
+        assert rows == [("a", "succeeded", dt.date(2026, 11, 3)), ("b", "failed", dt.date(2026, 11, 2))]
+        # A filter on the partition column applies to the latest state, not to the states of that day.
+        assert lake.execute("SELECT job_id FROM jobs WHERE date = DATE '2026-11-02'").rows == [("b",)]

@@ -206,3 +206,26 @@ def test_on_a_simulated_lake_jobs_cost_what_cost_daily_says_and_all_rows_what_th
     assert js["busy_gpu_hours"].to_list() == pytest.approx(js["busy"].to_list())
     assert js["efficiency"].to_list() == pytest.approx((js["busy"] / js["measured_h"]).to_list())
     assert ((js["efficiency"] >= 0) & (js["efficiency"] <= 1)).all()
+
+
+def test_exact_quantities_give_the_rounding_remainder_to_the_idle_row():
+    from decimal import Decimal
+
+    from analytics.cost_allocation import exact_quantities
+
+    t = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+    rows = pl.DataFrame(
+        {
+            "cluster": ["c"] * 5,
+            "gpu_uuid": ["G", "G", "G", "G", None],
+            "period_start": [t] * 5,
+            "job_id": ["a", "b", "c", None, "d"],
+            "origin_gpu_hours": [1.0, 1.0, 1.0, 1.0, None],
+            "gpu_hours": [1 / 3, 1 / 3, 1 / 3, 1 - 3 * (1 / 3), 0.25],
+        }
+    )
+    out = exact_quantities(rows)
+    third = Decimal("0.333333333")
+    assert out["charge_gpu_hours"].to_list() == [third, third, third, Decimal("0.000000001"), Decimal("0.25")]
+    assert out["origin_charge_gpu_hours"].to_list() == [Decimal(1)] * 4 + [None]
+    assert out["charge_gpu_hours"][:4].sum() == Decimal(1)  # exactly, no tolerance

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from finops.test_cost_allocation import ALLOCS, RATES, START, STOP, at, hourly
 from focus_rules import check_focus, check_split_allocation
 
-from analytics.cost_allocation import cost_allocation
+from analytics.cost_allocation import cost_allocation, exact_quantities
 from gpuledger.cli import main
 from gpuledger.config import Rate
 from gpuledger.lake import LakeWriter
@@ -23,7 +23,10 @@ ONLY_A100 = [Rate("A100", 1.0, START)]  # a rate card with no price for the H100
 
 
 def write_lake(tmp_path, rows: pl.DataFrame):
+    """Hand-written cost_allocation rows get their exact quantities as the analytics would write them."""
     lake = tmp_path / "lake"
+    if "charge_gpu_hours" not in rows.columns:
+        rows = exact_quantities(rows)
     LakeWriter(lake).write_partitions("cost_allocation", rows, "t")
     return lake
 
