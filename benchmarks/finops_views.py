@@ -58,8 +58,7 @@ QUERIES = {
     "gpu_allocations": "SELECT tenant, sum(share) FROM gpu_allocations GROUP BY ALL",
     "cost_daily": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd + idle_share_usd) FROM cost_daily "
     "GROUP BY ALL",
-    "cost_allocation": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd) FROM cost_allocation "
-    "GROUP BY ALL",
+    "cost_allocation": "SELECT tenant, date_trunc('month', date) m, sum(cost_usd) FROM cost_allocation GROUP BY ALL",
     "decisions": "SELECT tenant, sum(allocated_gpus) FROM decisions GROUP BY ALL",
     "fragmentation": "SELECT gpu_model, date_trunc('month', date) m, avg(frag_rate), sum(fragmented_gpus) "
     "FROM fragmentation GROUP BY ALL",

@@ -71,6 +71,8 @@ def main() -> None:
     del df
     print(f"simulate --nodes {a.nodes} --gpus-per-node {a.gpus_per_node} --days {a.days:g} --step-s {a.step_s}")
     print(f"  samples              {n:,}")
+    for line in out.strip().splitlines():  # simulate's own report: its generation time, then the merge of closed days
+        print(f"  | {line}")
     print(f"  wall time            {sim_s:.1f} s (includes interpreter start-up and the job schedule)")
     print(f"  throughput           {n / sim_s:,.0f} samples/s")
     print(f"  peak RSS (tree)      {rss.peak / GB:.2f} GB")

@@ -503,9 +503,30 @@ TENANTS = Table(
     ),
 )
 
+FLEET_HOURLY = Table(
+    "fleet_hourly",
+    "one GPU model x UTC hour: GPUs in the fleet, held, busy, and the demand waiting for them",
+    "hour",
+    (
+        _c("hour", UTC_US, "start of the UTC hour", False),
+        _CLUSTER,
+        _c("gpu_model", pl.String, "GPU model", False),
+        _c("gpus", pl.Int64, "physical GPUs that reported in the hour (supply)", False),
+        _c("allocated_gpus", pl.Float64, "GPUs held by a pod, averaged over the hour", False),
+        _c("busy_gpus", pl.Float64, "GPUs with utilization > 0, averaged over the hour", False),
+        _c("pending_gpus", pl.Float64, "GPUs waiting jobs ask for, mean over the hour's 5-minute ticks", False),
+        _c("pending_gpus_max", pl.Float64, "the most GPUs waiting at one tick of the hour", False),
+        _c("pending_jobs_max", pl.Int64, "the most jobs waiting at one tick of the hour", False),
+        _c("demand_gpus", pl.Float64, "allocated_gpus + pending_gpus: what was asked for", False),
+        _c("energy_kwh", pl.Float64, "energy of those GPUs in the hour", False),
+        _DATE,
+    ),
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (
     GPU_HOURLY,
+    FLEET_HOURLY,
     GPU_5MIN,
     JOB_HOURLY,
     JOB_5MIN,

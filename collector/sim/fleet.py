@@ -15,9 +15,9 @@ import numpy as np
 
 from collector.sim import noise
 from collector.sim.catalog import CATALOG, GpuSpec
-from collector.sim.scheduler import Node, Placement, Scheduler
 from collector.sim.workload import JobSpec, Workload
 from gpuledger.config import DEFAULT_TENANTS, Config
+from gpuledger.placement import Node, Placement, Scheduler
 
 US = 1_000_000
 

@@ -68,16 +68,16 @@ def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
     assert len(table_files(tmp_path, "gpu_samples")) == 2
 
 
-def test_merged_day_is_sorted_by_time_across_writers(tmp_path):
+def test_merged_day_keeps_every_writers_rows_in_order(tmp_path):
     w = LakeWriter(tmp_path)
-    w.write("gpu_samples", _rows(1, 3, offset=1).with_columns(node=pl.lit("n2")), "n2-0")  # 01:00:01..03
-    w.write("gpu_samples", _rows(1, 3, offset=0), "n1-0")  # 01:00:00..02
+    w.write("gpu_samples", _rows(1, 3, offset=1).with_columns(node=pl.lit("n2")), "n2-0")
+    w.write("gpu_samples", _rows(1, 3, offset=0), "n1-0")
     compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
     (f,) = table_files(tmp_path, "gpu_samples")
     merged = pl.read_parquet(f)
-    assert merged["ts"].is_sorted()
-    # 00 n1, 01 n1 n2 (ties keep the files' name order), 02 n1 n2, 03 n2
-    assert merged["node"].to_list() == ["n1", "n1", "n2", "n1", "n2", "n2"]
+    # File after file, in name order, each as written.
+    assert merged["node"].to_list() == ["n1"] * 3 + ["n2"] * 3
+    assert merged["util_gpu_pct"].to_list() == [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]
 
 
 def test_files_of_the_earlier_node_in_path_layout_are_moved_into_their_day(tmp_path):

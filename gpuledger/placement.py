@@ -1,5 +1,8 @@
 """Placement of jobs on GPUs: FIFO per GPU model with bounded backfill, best fit on nodes.
 
+One scheduler for the two places that replay a fleet: the simulated fleet (collector/sim/fleet.py) and the
+capacity what-if (analytics/whatif.py), so a what-if answers with the rules that made the simulated history.
+
 A job of k >= 1 GPUs needs k wholly free GPUs on one node; a fractional job (time-sliced share) needs one GPU
 with that much share left. Best fit (the node with the fewest free GPUs that still fits; for shares, the
 fullest GPU that fits) keeps whole nodes free for large jobs, the way bin-packing schedulers do; what is
@@ -10,8 +13,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from collector.sim.workload import JobSpec
+
+class JobSpec(Protocol):
+    """What placement needs of a job: its GPU model, and whole GPUs (gpus >= 1) or a share of one (milli)."""
+
+    model_key: str
+    gpus: float
+
+    @property
+    def whole(self) -> int: ...
+
+    @property
+    def milli(self) -> int: ...
+
 
 BACKFILL_DEPTH = 64  # like Slurm's bf_max_job_test: how deep past the queue head a pass may look
 
