@@ -1,0 +1,254 @@
+"""Capacity what-if: replay recent demand on a changed fleet and compare wait and allocation with today's.
+
+Method (docs/dashboards.md):
+- Demand: the jobs submitted in the window (job_stats), each with its GPU model, GPUs, submission time and how
+  long it held its GPUs (held_s; a job still running is held until the window's end; a job still waiting gets the
+  median hold of its model's jobs of the same size, else of its model).
+- Supply: the nodes the lake knows (the `nodes` view: model and GPU count per node). "Add N GPUs of model X" adds
+  nodes of that model's most common size (the last one smaller if N is not a multiple); "remove N" takes GPUs
+  off that model's nodes, last node first.
+- Idle rule: "reclaim GPUs idle for more than T hours" ends every job whose efficiency (busy / allocated
+  GPU-hours) is below `idle_threshold` after T hours held, as a reclaiming controller would.
+- Placement: the scheduler the simulated fleet uses (gpuledger.placement: FIFO per model with bounded backfill,
+  best fit on nodes), so "today" is the same replay on the unchanged fleet, and the comparison is like for like.
+  The measured figures of the window are returned beside both.
+- Figures per model: jobs, wait mean / p50 / p90 (s), allocation (GPU-hours held in the window / GPU-hours the
+  fleet had), and jobs that never fit (asking for more GPUs than any node of the model has).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from gpuledger.placement import Node, Placement, Scheduler
+
+RESULT_SCHEMA = pl.Schema(
+    {
+        "variant": pl.String,  # measured, today (replayed), scenario
+        "gpu_model": pl.String,
+        "gpus": pl.Int64,
+        "jobs": pl.Int64,
+        "wait_mean_s": pl.Float64,
+        "wait_p50_s": pl.Float64,
+        "wait_p90_s": pl.Float64,
+        "allocation_pct": pl.Float64,
+        "unplaceable_jobs": pl.Int64,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: str | None = None  # the GPU model whose count changes
+    delta_gpus: int = 0  # GPUs added (> 0) or removed (< 0)
+    idle_reclaim_h: float | None = None  # end idle jobs after this many hours held; None: no idle rule
+    idle_threshold: float = 0.05  # a job is idle when busy / allocated GPU-hours is below this
+
+    def describe(self) -> str:
+        parts = []
+        if self.model and self.delta_gpus:
+            parts.append(f"{self.delta_gpus:+d} {self.model} GPUs")
+        if self.idle_reclaim_h is not None:
+            parts.append(f"reclaim jobs under {self.idle_threshold:.0%} busy after {self.idle_reclaim_h:g} h")
+        return ", ".join(parts) or "no change"
+
+
+@dataclass(frozen=True)
+class _Job:
+    model_key: str
+    gpus: float
+    submitted_s: float
+    hold_s: float
+
+    @property
+    def whole(self) -> int:
+        return int(math.ceil(self.gpus)) if self.gpus >= 1 else 0
+
+    @property
+    def milli(self) -> int:
+        return 1000 if self.gpus >= 1 else max(1, int(round(self.gpus * 1000)))
+
+
+def fleet_nodes(nodes: pl.DataFrame, scenario: Scenario | None = None) -> list[tuple[str, int]]:
+    """(model, GPUs) per node, changed as the scenario says."""
+    out = [(m, int(g)) for m, g in nodes.select("gpu_model", "gpu_count").iter_rows() if m and g]
+    if scenario is None or not scenario.model or not scenario.delta_gpus:
+        return out
+    sizes = [g for m, g in out if m == scenario.model]
+    if scenario.delta_gpus > 0:
+        size = max(set(sizes), key=sizes.count) if sizes else 8
+        left = scenario.delta_gpus
+        while left > 0:
+            out.append((scenario.model, min(size, left)))
+            left -= size
+        return out
+    left = -scenario.delta_gpus
+    for i in range(len(out) - 1, -1, -1):
+        m, g = out[i]
+        if m != scenario.model or left <= 0:
+            continue
+        take = min(g, left)
+        out[i] = (m, g - take)
+        left -= take
+    return [(m, g) for m, g in out if g > 0]
+
+
+def demand(stats: pl.DataFrame, start: dt.datetime, end: dt.datetime, scenario: Scenario | None = None) -> pl.DataFrame:
+    """The window's jobs with the hold time the replay gives them (see the module's docstring)."""
+    window_end_s = end.timestamp()
+    jobs = stats.filter(
+        (pl.col("submitted_at") >= start)
+        & (pl.col("submitted_at") < end)
+        & pl.col("gpu_model").is_not_null()
+        & (pl.col("gpus") > 0)
+    ).with_columns(
+        pl.when(pl.col("held_s").is_not_null() & (pl.col("held_s") > 0))
+        .then(pl.col("held_s"))
+        .when(pl.col("scheduled_at").is_not_null())
+        .then(pl.lit(window_end_s) - pl.col("scheduled_at").dt.epoch("us") / 1e6)
+        .otherwise(None)
+        .alias("hold_s")
+    )
+    by_size = jobs.group_by("gpu_model", "gpus").agg(pl.col("hold_s").median().alias("_size_h"))
+    by_model = jobs.group_by("gpu_model").agg(pl.col("hold_s").median().alias("_model_h"))
+    jobs = (
+        jobs.join(by_size, on=["gpu_model", "gpus"], how="left")
+        .join(by_model, on="gpu_model", how="left")
+        .with_columns(pl.coalesce("hold_s", "_size_h", "_model_h", pl.lit(3600.0)).alias("hold_s"))
+    )
+    if scenario is not None and scenario.idle_reclaim_h is not None:
+        idle = pl.col("efficiency").is_not_null() & (pl.col("efficiency") < scenario.idle_threshold)
+        cap = scenario.idle_reclaim_h * 3600
+        jobs = jobs.with_columns(
+            pl.when(idle).then(pl.min_horizontal("hold_s", pl.lit(cap))).otherwise(pl.col("hold_s")).alias("hold_s")
+        )
+    return jobs.select(
+        "job_id", "gpu_model", "gpus", (pl.col("submitted_at").dt.epoch("us") / 1e6).alias("submitted_s"), "hold_s"
+    ).sort("submitted_s", "job_id")
+
+
+def replay(nodes: list[tuple[str, int]], jobs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Place the jobs in submission order on the nodes; per model: wait figures and allocation in the window."""
+    sched = Scheduler([Node(i, f"n{i}", m, [1000] * g) for i, (m, g) in enumerate(nodes)])
+    biggest: dict[str, int] = {}
+    for m, g in nodes:
+        biggest[m] = max(biggest.get(m, 0), g)
+    t0, t1 = start.timestamp(), end.timestamp()
+    waits: dict[str, list[float]] = {}
+    held: dict[str, float] = {}
+    unplaceable: dict[str, int] = {}
+    events: list[tuple[float, int, Placement, str]] = []
+    order = 0
+
+    def start_job(job: _Job, p: Placement, now: float) -> None:
+        nonlocal order
+        waits.setdefault(job.model_key, []).append(now - job.submitted_s)
+        end_s = now + job.hold_s
+        gpus = len(p.gpus) * p.milli / 1000
+        held[job.model_key] = held.get(job.model_key, 0.0) + gpus * max(0.0, min(end_s, t1) - max(now, t0))
+        order += 1
+        heapq.heappush(events, (end_s, order, p, job.model_key))
+
+    arrivals = [
+        _Job(m, float(g), float(s), float(h))
+        for m, g, s, h in jobs.select("gpu_model", "gpus", "submitted_s", "hold_s").iter_rows()
+    ]
+    i = 0
+    while i < len(arrivals) or events:
+        if i < len(arrivals) and (not events or arrivals[i].submitted_s < events[0][0]):
+            job = arrivals[i]
+            i += 1
+            need = job.whole if job.gpus >= 1 else 1
+            if job.model_key not in sched.pending or need > biggest.get(job.model_key, 0):
+                unplaceable[job.model_key] = unplaceable.get(job.model_key, 0) + 1
+                continue
+            sched.submit(job)
+            for j, p in sched.schedule(job.model_key):
+                start_job(j, p, job.submitted_s)
+        else:
+            now, _, p, model = heapq.heappop(events)
+            sched.release(p)
+            for j, pl_ in sched.schedule(model):
+                start_job(j, pl_, now)
+    capacity: dict[str, int] = {}
+    for m, g in nodes:
+        capacity[m] = capacity.get(m, 0) + g
+    rows = []
+    for m in sorted(set(capacity) | set(waits) | set(unplaceable)):
+        w = sorted(waits.get(m, []))
+        rows.append(
+            {
+                "gpu_model": m,
+                "gpus": capacity.get(m, 0),
+                "jobs": len(w),
+                "wait_mean_s": sum(w) / len(w) if w else None,
+                "wait_p50_s": _quantile(w, 0.5),
+                "wait_p90_s": _quantile(w, 0.9),
+                "allocation_pct": 100 * held.get(m, 0.0) / (capacity[m] * (t1 - t0)) if capacity.get(m) else None,
+                "unplaceable_jobs": unplaceable.get(m, 0),
+            }
+        )
+    return pl.DataFrame(rows, schema={k: v for k, v in RESULT_SCHEMA.items() if k != "variant"})
+
+
+def _quantile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default, DuckDB's quantile_cont)."""
+    if not sorted_values:
+        return None
+    pos = q * (len(sorted_values) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def measured(stats: pl.DataFrame, fleet: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """What the window actually saw: waits of the jobs submitted in it, allocation from fleet_hourly."""
+    jobs = stats.filter(
+        (pl.col("submitted_at") >= start) & (pl.col("submitted_at") < end) & pl.col("queue_s").is_not_null()
+    )
+    waits = jobs.group_by("gpu_model").agg(
+        pl.len().cast(pl.Int64).alias("jobs"),
+        pl.col("queue_s").mean().alias("wait_mean_s"),
+        pl.col("queue_s").quantile(0.5, "linear").alias("wait_p50_s"),
+        pl.col("queue_s").quantile(0.9, "linear").alias("wait_p90_s"),
+    )
+    alloc = (
+        fleet.filter((pl.col("hour") >= start) & (pl.col("hour") < end))
+        .group_by("gpu_model")
+        .agg(
+            pl.col("gpus").max().cast(pl.Int64).alias("gpus"),
+            (100 * pl.col("allocated_gpus").sum() / pl.col("gpus").sum()).alias("allocation_pct"),
+        )
+    )
+    return (
+        alloc.join(waits, on="gpu_model", how="full", coalesce=True)
+        .with_columns(pl.lit(0, pl.Int64).alias("unplaceable_jobs"))
+        .select([c for c in RESULT_SCHEMA if c != "variant"])
+        .sort("gpu_model")
+    )
+
+
+def whatif(
+    nodes: pl.DataFrame,
+    stats: pl.DataFrame,
+    fleet: pl.DataFrame,
+    start: dt.datetime,
+    end: dt.datetime,
+    scenario: Scenario,
+) -> pl.DataFrame:
+    """Measured, replayed today and the scenario, one row per variant and model (RESULT_SCHEMA)."""
+    base = replay(fleet_nodes(nodes), demand(stats, start, end), start, end)
+    changed = replay(fleet_nodes(nodes, scenario), demand(stats, start, end, scenario), start, end)
+    return pl.concat(
+        [
+            measured(stats, fleet, start, end).with_columns(pl.lit("measured").alias("variant")),
+            base.with_columns(pl.lit("today").alias("variant")),
+            changed.with_columns(pl.lit("scenario").alias("variant")),
+        ],
+        how="diagonal_relaxed",
+    ).select(RESULT_SCHEMA.names())
