@@ -24,6 +24,7 @@ from analytics.cost import cost_daily, energy_daily
 from analytics.cost_allocation import cost_allocation
 from analytics.decisions import decayed_usage, decisions
 from analytics.fleet import fleet_hourly
+from analytics.forecast import demand_forecast
 from analytics.frag_series import fragmentation_series
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest, with_use_and_cost
@@ -221,6 +222,7 @@ WHOLE = {
     "job_stats": _job_stats,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "fleet_hourly": lambda lake, now, cfg: fleet_hourly(scan(lake, "gpu_hourly"), scan(lake, "queue_depth")),
+    "demand_forecast": lambda lake, now, cfg: demand_forecast(scan(lake, "fleet_hourly"), now),
     "decisions": _decisions,
     "tenants": lambda lake, now, cfg: _tenants(now, cfg),
 }

@@ -523,10 +523,32 @@ FLEET_HOURLY = Table(
     ),
 )
 
+DEMAND_FORECAST = Table(
+    "demand_forecast",
+    "one GPU model x UTC day: its demand (history), the backtest's prediction of it, or the forecast ahead",
+    "day",
+    (
+        _c("day", UTC_US, "the UTC day", False),
+        _CLUSTER,
+        _c("gpu_model", pl.String, "GPU model", False),
+        _c("kind", pl.String, "history, backtest, forecast, or too_short (not enough history to forecast)", False),
+        _c("demand_gpus", pl.Float64, "predicted mean GPUs asked for that day (backtest, forecast)"),
+        _c("actual_gpus", pl.Float64, "measured mean GPUs asked for that day (history, backtest)"),
+        _c("supply_gpus", pl.Float64, "mean GPUs the fleet had that day (history)"),
+        _c("backtest_mape_pct", pl.Float64, "mean absolute percentage error of the backtest, per model"),
+        _c("backtest_mae_gpus", pl.Float64, "mean absolute error of the backtest, per model"),
+        _c("history_days", pl.Int64, "days of history the model was fitted on"),
+        _c("method", pl.String, "the forecasting method"),
+        _c("computed_at", UTC_US, "when the analytics computed it", False),
+        _DATE,
+    ),
+)
+
 RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (
     GPU_HOURLY,
     FLEET_HOURLY,
+    DEMAND_FORECAST,
     GPU_5MIN,
     JOB_HOURLY,
     JOB_5MIN,

@@ -1,0 +1,22 @@
+-- demand_forecast: one GPU model x UTC day: its demand (history), the backtest's prediction of it, or the forecast.
+-- Grain: one GPU model x UTC day x kind. Time column: day (UTC). Units are in the column names.
+-- Written by analytics/forecast.py (Holt-Winters on fleet_hourly's daily demand); defined in code in
+-- gpuledger/schema.py (tests/core/test_schema_sql.py checks). Partitioned by UTC date only.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW demand_forecast AS
+SELECT
+    day,                                                     -- TIMESTAMP WITH TIME ZONE: the UTC day
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    gpu_model,                                               -- VARCHAR: GPU model
+    kind,                                                    -- VARCHAR: history, backtest, forecast, or too_short (not enough history to forecast)
+    demand_gpus,                                             -- DOUBLE: predicted mean GPUs asked for that day (backtest, forecast)
+    actual_gpus,                                             -- DOUBLE: measured mean GPUs asked for that day (history, backtest)
+    supply_gpus,                                             -- DOUBLE: mean GPUs the fleet had that day (history)
+    backtest_mape_pct,                                       -- DOUBLE: mean absolute percentage error of the backtest, per model
+    backtest_mae_gpus,                                       -- DOUBLE: mean absolute error of the backtest, per model
+    history_days,                                            -- BIGINT: days of history the model was fitted on
+    method,                                                  -- VARCHAR: the forecasting method
+    computed_at,                                             -- TIMESTAMP WITH TIME ZONE: when the analytics computed it
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/demand_forecast/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
