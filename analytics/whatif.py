@@ -252,3 +252,18 @@ def whatif(
         ],
         how="diagonal_relaxed",
     ).select(RESULT_SCHEMA.names())
+
+
+def for_dashboard(
+    nodes: pl.DataFrame,
+    stats: pl.DataFrame,
+    fleet: pl.DataFrame,
+    start: dt.datetime,
+    end: dt.datetime,
+    model: str | None,
+    delta_gpus: int,
+    idle_reclaim_h: float | None,
+) -> tuple[str, pl.DataFrame]:
+    """The what-if as the capacity page calls it (handed to dashboards.app.create_app by the CLI)."""
+    scenario = Scenario(model, delta_gpus, idle_reclaim_h)
+    return scenario.describe(), whatif(nodes, stats, fleet, start, end, scenario)

@@ -374,8 +374,14 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         analytics_schedule(sch, cfg, ctx.lake)
 
     stop = _stop_event()
+    db = cfg.dashboard
+    app = _dashboard_app(ctx)
+    threading.Thread(
+        target=app.run, kwargs={"host": db.host, "port": db.port, "debug": False, "threaded": True}, daemon=True
+    ).start()
     click.echo(
-        f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s. "
+        f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s, dashboards on "
+        f"http://{db.host}:{db.port}/. "
         f'Try: gpuledger sql --lake {ctx.lake} "SELECT * FROM nodes". Ctrl-C to stop.',
         err=True,
     )
@@ -500,6 +506,39 @@ def views(ctx: Ctx, out) -> None:
     else:
         write_bytes_atomic(out, text.encode())
         click.echo(f"wrote the views over {ctx.lake} to {out}", err=True)
+
+
+# -- dashboard -----------------------------------------------------------------------------------------
+def _dashboard_app(ctx: Ctx):
+    import os
+
+    from analytics.whatif import for_dashboard
+    from dashboards.app import create_app
+
+    db = ctx.cfg.dashboard
+    auth = None
+    if db.auth_user:
+        password = os.environ.get(db.auth_password_env)
+        if not password:
+            raise UsageError(
+                f"dashboard.auth_password_env names {db.auth_password_env!r}, which is not set in the environment"
+            )
+        auth = (db.auth_user, password)
+    from gpuledger.focus_export import finops_variables
+
+    return create_app(ctx.lake, whatif=for_dashboard, auth=auth, variables=finops_variables(ctx.cfg))
+
+
+@main.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="TCP port [config dashboard.port: 8050].")
+@click.option("--host", default=None, help="Address to listen on [config dashboard.host: 127.0.0.1].")
+@common
+def dashboard(ctx: Ctx, port, host) -> None:
+    """Serve the management dashboards (read-only) over the lake's analytics."""
+    app = _dashboard_app(ctx)
+    host, port = host or ctx.cfg.dashboard.host, port or ctx.cfg.dashboard.port
+    click.echo(f"dashboards on http://{host}:{port}/ over {ctx.lake.resolve()}; Ctrl-C to stop", err=True)
+    app.run(host=host, port=port, debug=False, threaded=True)
 
 
 # -- export --------------------------------------------------------------------------------------------

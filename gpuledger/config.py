@@ -91,6 +91,14 @@ class FinopsConfig:
 
 
 @dataclass(frozen=True)
+class DashboardConfig:
+    host: str = "127.0.0.1"  # where `gpuledger dashboard` listens; 0.0.0.0 to serve other machines
+    port: int = 8050
+    auth_user: str = ""  # HTTP basic auth on every page and callback when set (with auth_password_env)
+    auth_password_env: str = ""  # name of the environment variable holding the password (never the password)
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: str = "default"
     lake: LakeConfig = LakeConfig()
@@ -101,6 +109,7 @@ class Config:
     tenants: tuple[Tenant, ...] = ()
     rates: tuple[Rate, ...] = ()
     source_file: str = "<built-in defaults>"
+    dashboard: DashboardConfig = DashboardConfig()
 
     def tenant_of_namespace(self) -> dict[str, str]:
         return {ns: t.name for t in self.tenants for ns in t.namespaces}
@@ -171,7 +180,9 @@ def _positive(v: float) -> bool:
 
 def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     c = _Checker()
-    top = c.table(doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "finops", "tenants", "rates"})
+    top = c.table(
+        doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "finops", "tenants", "rates", "dashboard"}
+    )
     cfg = defaults()
     cluster = c.get(top, "cluster", "cluster", str, cfg.cluster, lambda s: s.strip() != "", "must not be empty")
 
@@ -386,11 +397,22 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     if "rates" in top:
         rates = _rates(c, top["rates"])
 
+    db = cfg.dashboard
+    if "dashboard" in top:
+        t = c.table(top["dashboard"], "dashboard", set(DashboardConfig.__dataclass_fields__))
+        db = DashboardConfig(
+            host=c.get(t, "host", "dashboard.host", str, db.host, lambda v: v.strip() != "", "must not be empty"),
+            port=c.get(t, "port", "dashboard.port", int, db.port, lambda v: 1 <= v <= 65535, "must be a TCP port"),
+            auth_user=c.get(t, "auth_user", "dashboard.auth_user", str, ""),
+            auth_password_env=c.get(t, "auth_password_env", "dashboard.auth_password_env", str, ""),
+        )
+        if bool(db.auth_user) != bool(db.auth_password_env):
+            c.bad("dashboard.auth_user", "set both auth_user and auth_password_env, or neither")
     if an.platform_tenant and tenants and an.platform_tenant not in {t.name for t in tenants}:
         c.bad("analytics.platform_tenant", f"no tenant named {an.platform_tenant!r}")
     if c.problems:
         raise ConfigError(source_file, c.problems)
-    return Config(cluster, lake, col, sim, an, fo, tenants, rates, source_file)
+    return Config(cluster, lake, col, sim, an, fo, tenants, rates, source_file, db)
 
 
 def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:

@@ -68,3 +68,30 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], catch_exceptions=False, **kw)
 
     return run
+
+
+# -- dashboards: dash[testing]'s dash_duo drives Debian's headless Chromium ---------------------------------
+def pytest_setup_options():
+    """dash_duo's browser: headless Chromium (root in CI containers needs --no-sandbox)."""
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.remote.remote_connection import RemoteConnection
+
+    # dash[testing] pins selenium <= 4.2 (it resolves to 3.141), whose default HTTP timeout is a sentinel that
+    # urllib3 2 (which the kubernetes client needs) refuses; a number works with both.
+    RemoteConnection.set_timeout(60)
+
+    options = Options()
+    for arg in ("--headless", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    return options
+
+
+@pytest.fixture(scope="session")
+def dash_lake(tmp_path_factory) -> Path:
+    """4 nodes x 4 GPUs, 35 days at 30-minute steps (the forecast needs 28 days), analysed. Read-only."""
+    from analytics.runner import run
+
+    path = tmp_path_factory.mktemp("dash") / "lake"
+    make_lake(path, nodes=4, gpus=4, days=35, step_s=1800)
+    run(path, until_s=END)
+    return path

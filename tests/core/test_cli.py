@@ -15,7 +15,19 @@ def test_version(cli):
 
 
 @pytest.mark.parametrize(
-    "cmd", [[], ["up"], ["simulate"], ["collect"], ["sql"], ["compact"], ["views"], ["analyze"], ["export", "focus"]]
+    "cmd",
+    [
+        [],
+        ["up"],
+        ["simulate"],
+        ["collect"],
+        ["sql"],
+        ["compact"],
+        ["views"],
+        ["analyze"],
+        ["export", "focus"],
+        ["dashboard"],
+    ],
 )
 def test_help_on_everything(cli, cmd):
     r = cli(*cmd, "--help")
@@ -204,3 +216,12 @@ def test_import_commands(cli, tmp_path):
         main, ["import", "trace", "alibaba-2023", str(fx / "openb_tiny"), "--lake", str(lake), "--workload", "nope"]
     )
     assert r.exit_code == 1 and "Traceback" not in r.output and "nope" in r.output
+
+
+def test_dashboard_refuses_a_missing_password_variable(cli, tmp_path, monkeypatch):
+    cfg = tmp_path / "gl.toml"
+    cfg.write_text('[dashboard]\nauth_user = "ops"\nauth_password_env = "GL_TEST_DASH_PASSWORD"\n')
+    monkeypatch.delenv("GL_TEST_DASH_PASSWORD", raising=False)
+    r = cli("dashboard", "--config", cfg, "--lake", tmp_path / "lake")
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "dashboard.auth_password_env names 'GL_TEST_DASH_PASSWORD', which is not set" in r.output

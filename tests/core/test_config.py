@@ -55,6 +55,10 @@ BAD = [
     ("bad_toml_syntax.toml", ["not valid TOML"]),
     ("bad_finops.toml", ["finops.provider_name: must not be empty", "finops.host_provider: unknown key"]),
     (
+        "bad_dashboard.toml",
+        ["dashboard.port: must be a TCP port", "dashboard.auth_user: set both auth_user and auth_password_env"],
+    ),
+    (
         "bad_many.toml",
         [
             "cluster: must not be empty",

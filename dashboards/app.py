@@ -1,0 +1,139 @@
+"""The Dash app: a shell (navigation, the shared filters) and one module per page, routed by the URL.
+
+`create_app(lake, whatif=..., auth=...)` builds a fresh app; nothing happens at import. Pages are plain modules
+(dashboards/pages/): `PATH`, `NAME`, `layout(ctx, filters)` (components with their figures already drawn, from
+the analytics' tables) and, for pages with controls of their own, `register(app, ctx)`.
+
+The URL is the state: the filter bar writes `?start=&end=&tenant=&model=` into it, and the page is drawn from it,
+so a view can be bookmarked or sent. Read-only: no callback writes to the lake.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import dash
+import flask
+from dash import Dash, Input, Output, State, ctx, dcc, html
+
+from dashboards import filters as flt
+from dashboards.data import DashData
+from dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
+from dashboards.ui import problems
+
+PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
+
+
+@dataclass
+class Context:
+    data: DashData
+    # The capacity what-if (analytics.whatif.whatif, wired by the CLI: a stage never imports another).
+    whatif: Callable | None = None
+
+
+def create_app(
+    lake: Path | str,
+    *,
+    whatif: Callable | None = None,
+    auth: tuple[str, str] | None = None,
+    variables: dict[str, str] | None = None,
+) -> Dash:
+    context = Context(DashData(lake, variables), whatif)
+    app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
+    app.layout = lambda: _shell(context)  # a function: the model and tenant lists are read on each page load
+    by_path = {p.PATH: p for p in PAGES}
+
+    @app.callback(
+        Output("page", "children"),
+        Output("nav", "children"),
+        Input("url", "pathname"),
+        Input("url", "search"),
+    )
+    def render(pathname, search):
+        page = by_path.get(pathname or "/")
+        f, bad = flt.parse(search, context.data.bounds())
+        nav = [dcc.Link(p.NAME, href=p.PATH + f.search(), className="active" if p is page else "") for p in PAGES]
+        if page is None:
+            return html.Div([html.H2("Not found"), html.P(f"No page at {pathname}.")]), nav
+        return html.Div([html.H2(page.NAME), problems(bad), *page.layout(context, f)]), nav
+
+    @app.callback(
+        Output("url", "search"),
+        Output("f-range", "start_date"),
+        Output("f-range", "end_date"),
+        Output("f-tenant", "value"),
+        Output("f-model", "value"),
+        Input("url", "search"),
+        Input("f-range", "start_date"),
+        Input("f-range", "end_date"),
+        Input("f-tenant", "value"),
+        Input("f-model", "value"),
+        State("url", "pathname"),
+    )
+    def sync(search, start, end, tenant, model, _path):
+        """URL -> filter controls on load and history moves; controls -> URL when a user changes one."""
+        if ctx.triggered_id in (None, "url"):
+            f, _ = flt.parse(search, context.data.bounds())
+            return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model
+        q = {"start": (start or "")[:10], "end": (end or "")[:10], "tenant": tenant or "", "model": model or ""}
+        new = "?" + urlencode({k: v for k, v in q.items() if v})
+        return (new if new != search else dash.no_update), *([dash.no_update] * 4)
+
+    for p in PAGES:
+        if hasattr(p, "register"):
+            p.register(app, context)
+    if auth:
+        _basic_auth(app.server, *auth)
+    app.server.config["GPULEDGER_CONTEXT"] = context
+    return app
+
+
+def _shell(context: Context) -> html.Div:
+    bounds = context.data.bounds()
+    return html.Div(
+        [
+            dcc.Location(id="url", refresh=False),
+            html.Header([html.Strong("gpuledger"), html.Nav(id="nav", style={"display": "flex", "gap": "16px"})]),
+            html.Div(
+                [
+                    html.Label("Range (UTC days)"),
+                    dcc.DatePickerRange(
+                        id="f-range",
+                        min_date_allowed=bounds[0] if bounds else None,
+                        max_date_allowed=bounds[1] if bounds else None,
+                        display_format="YYYY-MM-DD",
+                    ),
+                    html.Label("Tenant"),
+                    dcc.Dropdown(
+                        id="f-tenant",
+                        options=context.data.tenants(),
+                        placeholder="all tenants",
+                        style={"width": "200px"},
+                    ),
+                    html.Label("GPU model"),
+                    dcc.Dropdown(
+                        id="f-model", options=context.data.models(), placeholder="all models", style={"width": "260px"}
+                    ),
+                ],
+                id="filters",
+            ),
+            html.Main(dcc.Loading(html.Div(id="page"), delay_show=300)),
+        ]
+    )
+
+
+def _basic_auth(server: flask.Flask, user: str, password: str) -> None:
+    """HTTP basic auth on every route (the page, its callbacks and assets): optional, from the config."""
+    expected = base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    @server.before_request
+    def _check():
+        given = (flask.request.headers.get("Authorization") or "").removeprefix("Basic ").strip()
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return flask.Response("gpuledger: sign in", 401, {"WWW-Authenticate": 'Basic realm="gpuledger"'})
+        return None

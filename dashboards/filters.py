@@ -1,0 +1,69 @@
+"""The filters every page shares, kept in the URL: ?start=YYYY-MM-DD&end=YYYY-MM-DD&tenant=...&model=...
+
+`parse` never raises on what a user typed into the address bar: a bad value is replaced by its default and
+named in `problems`, which the page shows above its figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlencode
+
+DEFAULT_DAYS = 30
+
+
+@dataclass(frozen=True)
+class Filters:
+    start: dt.date  # first UTC day shown
+    end: dt.date  # last UTC day shown (inclusive)
+    tenant: str | None = None
+    model: str | None = None
+
+    @property
+    def start_ts(self) -> dt.datetime:
+        return dt.datetime.combine(self.start, dt.time(), dt.timezone.utc)
+
+    @property
+    def end_ts(self) -> dt.datetime:
+        """Exclusive end: midnight after the last day."""
+        return dt.datetime.combine(self.end + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+    def search(self) -> str:
+        q = {"start": self.start.isoformat(), "end": self.end.isoformat()}
+        if self.tenant:
+            q["tenant"] = self.tenant
+        if self.model:
+            q["model"] = self.model
+        return "?" + urlencode(q)
+
+
+def parse(search: str | None, bounds: tuple[dt.date, dt.date] | None) -> tuple[Filters, list[str]]:
+    args = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?")).items()}
+    today = dt.datetime.now(dt.timezone.utc).date()
+    last = bounds[1] if bounds else today
+    problems = []
+    end = _date(args, "end", last, problems)
+    start = _date(args, "start", max(end - dt.timedelta(days=DEFAULT_DAYS - 1), bounds[0] if bounds else end), problems)
+    if start > end:
+        problems.append(f"start {start} is after end {end}: showing {end} only")
+        start = end
+    unknown = sorted(set(args) - {"start", "end", "tenant", "model"})
+    if unknown:
+        problems.append(f"unknown URL parameter(s) ignored: {', '.join(unknown)}")
+    return Filters(start, end, args.get("tenant") or None, args.get("model") or None), problems
+
+
+def _date(args: dict, key: str, default: dt.date, problems: list[str]) -> dt.date:
+    raw = args.get(key)
+    if not raw:
+        return default
+    try:
+        return dt.date.fromisoformat(raw[:10])
+    except ValueError:
+        problems.append(f"{key} {raw!r} is not a date (YYYY-MM-DD): showing {default}")
+        return default

@@ -1,0 +1,223 @@
+"""Capacity planning: demand against supply per GPU model, peaks, wait against load, a forecast, and a what-if."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+from dash import Input, Output, State, dcc, html
+
+from dashboards import figures
+from dashboards.ui import NO_DATA, graph, note, section, table
+
+PATH = "/capacity"
+NAME = "Capacity"
+MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
+WHATIF_DAYS = 7
+
+
+def daily(data, f) -> pl.DataFrame:
+    return data.frame(
+        "SELECT date_trunc('day', hour) AS day, gpu_model, avg(gpus) AS supply_gpus, avg(demand_gpus) AS demand_gpus, "
+        "avg(allocated_gpus) AS allocated_gpus, max(allocated_gpus) AS peak_allocated_gpus "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY ALL ORDER BY 2, 1",
+        [f.start, f.end, f.model, f.model],
+    )
+
+
+def peaks(data, f) -> pl.DataFrame:
+    """Per model over the range: supply, mean and peak allocation, peak demand (hourly means)."""
+    return data.frame(
+        "SELECT gpu_model, max(gpus) AS gpus, avg(allocated_gpus) AS mean_allocated_gpus, "
+        "max(allocated_gpus) AS peak_allocated_gpus, max(demand_gpus) AS peak_demand_gpus, "
+        "100 * avg(allocated_gpus) / nullif(avg(gpus), 0) AS mean_allocation_pct, "
+        "100 * max(demand_gpus) / nullif(max(gpus), 0) AS peak_demand_pct_of_supply "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY 1 ORDER BY 1",
+        [f.start, f.end, f.model, f.model],
+    )
+
+
+def wait_vs_load(data, f) -> pl.DataFrame:
+    """Per model and day: allocation (% of supply) and the p90 wait of the jobs submitted that day."""
+    return data.frame(
+        "WITH load AS (SELECT date, gpu_model, 100 * sum(allocated_gpus) / nullif(sum(gpus), 0) AS allocation_pct "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY ALL), "
+        "waits AS (SELECT date, gpu_model, quantile_cont(queue_s, 0.9) / 60 AS wait_p90_min, count(*) AS jobs "
+        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {MODEL} GROUP BY ALL) "
+        "SELECT * FROM load JOIN waits USING (date, gpu_model) ORDER BY gpu_model, date",
+        [f.start, f.end, f.model, f.model, f.start, f.end, f.model, f.model],
+    )
+
+
+def forecast_rows(data, f) -> pl.DataFrame:
+    if not data.has("demand_forecast"):
+        return pl.DataFrame()
+    return data.frame(
+        "SELECT * FROM demand_forecast WHERE computed_at = (SELECT max(computed_at) FROM demand_forecast) "
+        f"AND {MODEL} ORDER BY gpu_model, day",
+        [f.model, f.model],
+    )
+
+
+def layout(ctx, f):
+    data = ctx.data
+    if not data.has("fleet_hourly"):
+        return [note(NO_DATA, "no-data")]
+    d = daily(data, f)
+    fc = forecast_rows(data, f)
+    shown = fc.filter(pl.col("day") >= f.start_ts - dt.timedelta(days=90)) if fc.height else fc
+    backtest = (
+        fc.filter(pl.col("kind") == "backtest")
+        .group_by("gpu_model", maintain_order=True)
+        .agg(pl.col("backtest_mape_pct", "backtest_mae_gpus", "history_days").first())
+        if fc.height
+        else pl.DataFrame()
+    )
+    short = fc.filter(pl.col("kind") == "too_short") if fc.height else fc
+    models = data.models()
+    return [
+        section(
+            "Demand against supply, per GPU model",
+            graph(
+                "cap-demand",
+                figures.lines(
+                    d,
+                    "day",
+                    {
+                        "supply_gpus": "supply",
+                        "demand_gpus": "demand (allocated + waiting)",
+                        "peak_allocated_gpus": "peak allocated",
+                    },
+                    "Daily mean GPUs",
+                    "GPUs",
+                    by="gpu_model",
+                    x_title="day (UTC)",
+                    dash={"supply_gpus": "dot", "peak_allocated_gpus": "dash"},
+                ),
+            ),
+            note("Demand is what was asked for: GPUs held plus GPUs that waiting jobs ask for (fleet_hourly)."),
+        ),
+        section("Peak against mean allocation", table("cap-peaks", peaks(data, f))),
+        section(
+            "Wait time against load",
+            graph(
+                "cap-wait-load",
+                figures.scatter(
+                    wait_vs_load(data, f),
+                    "allocation_pct",
+                    "wait_p90_min",
+                    "gpu_model",
+                    "Each point: one model and day",
+                    "allocation (% of the model's GPUs)",
+                    "p90 wait (minutes)",
+                ),
+            ),
+        ),
+        section(
+            "Demand forecast",
+            graph("cap-forecast", figures.forecast(shown, "Daily demand: history, backtest and the next 28 days")),
+            note(
+                "Holt-Winters exponential smoothing (additive damped trend, additive weekly season), fitted on "
+                "each model's daily mean demand; the backtest refits without the last 14 days and forecasts them. "
+                "MAPE: mean absolute percentage error of that backtest."
+            ),
+            table("cap-backtest", backtest)
+            if backtest.height
+            else note(
+                "Not enough history to forecast: "
+                + (
+                    ", ".join(f"{m} has {n} days" for m, n in short.select("gpu_model", "history_days").iter_rows())
+                    or "the analytics have not run since this lake got data"
+                )
+                + " (28 are needed: two weekly seasons plus the 14-day backtest).",
+                "cap-forecast-short",
+            ),
+        ),
+        section(
+            "What if",
+            note(
+                f"Replays the jobs of the last {WHATIF_DAYS} days of the range on a changed fleet with the simulator's "
+                "scheduler (FIFO per model with backfill, best fit), beside the same replay on today's fleet and "
+                "what was measured."
+            ),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id="cap-wi-model",
+                        options=models,
+                        value=f.model or (models[0] if models else None),
+                        style={"width": "260px"},
+                    ),
+                    html.Label("GPUs to add (negative: remove)"),
+                    dcc.Input(id="cap-wi-delta", type="number", value=8, step=1),
+                    html.Label("reclaim jobs under 5% busy after (hours, empty: no)"),
+                    dcc.Input(id="cap-wi-idle", type="number", min=0, step=0.5),
+                    html.Button("Run", id="cap-wi-run", n_clicks=0),
+                ],
+                className="kpis",
+            ),
+            dcc.Loading(html.Div(id="cap-wi-out")),
+        ),
+    ]
+
+
+def register(app, ctx) -> None:
+    @app.callback(
+        Output("cap-wi-out", "children"),
+        Input("cap-wi-run", "n_clicks"),
+        State("cap-wi-model", "value"),
+        State("cap-wi-delta", "value"),
+        State("cap-wi-idle", "value"),
+        State("url", "search"),
+        prevent_initial_call=True,
+    )
+    def run_whatif(_n, model, delta, idle_h, search):
+        from dashboards import filters as flt
+
+        if ctx.whatif is None:
+            return note("The what-if is not available in this app (it was started without the analytics).")
+        if delta is None or not float(delta).is_integer():
+            return note("GPUs to add must be a whole number (negative to remove).", "cap-wi-error")
+        if idle_h is not None and idle_h < 0:
+            return note("The reclaim time must be zero or more hours.", "cap-wi-error")
+        f, _ = flt.parse(search, ctx.data.bounds())
+        end = f.end_ts
+        start = max(f.start_ts, end - dt.timedelta(days=WHATIF_DAYS))
+        stats = ctx.data.frame(
+            "SELECT job_id, gpu_model, gpus, submitted_at, scheduled_at, held_s, queue_s, efficiency FROM job_stats "
+            "WHERE submitted_at >= ? AND submitted_at < ?",
+            [start, end],
+        )
+        nodes = ctx.data.frame("SELECT gpu_model, gpu_count FROM nodes")
+        fleet = ctx.data.frame("SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ?", [start, end])
+        scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(delta), idle_h)
+        shown = out.with_columns((pl.col("wait_p90_s") / 60).alias("wait_p90_min"))
+        pivot = shown.filter(pl.col("gpu_model") == model) if model else shown
+        return html.Div(
+            [
+                note(f"{scenario}: jobs submitted {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC."),
+                html.Div(
+                    [
+                        graph(
+                            "cap-wi-wait",
+                            figures.bars(
+                                pivot, "variant", {"wait_p90_min": "p90 wait"}, f"p90 wait, {model}", "minutes", ""
+                            ),
+                        ),
+                        graph(
+                            "cap-wi-alloc",
+                            figures.bars(
+                                pivot,
+                                "variant",
+                                {"allocation_pct": "allocation"},
+                                f"Allocation, {model}",
+                                "% of GPUs",
+                                "",
+                            ),
+                        ),
+                    ],
+                    className="row",
+                ),
+                table("cap-wi-table", out),
+            ]
+        )

@@ -1,0 +1,120 @@
+"""Overview: the fleet now and over the range: capacity, allocated and busy GPUs, health, waiting work, cost."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+from dash import html
+
+from dashboards import figures
+from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+
+PATH = "/"
+NAME = "Overview"
+
+MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
+
+
+def fleet_series(data, f) -> pl.DataFrame:
+    """GPUs in the fleet, allocated and busy, per hour (ranges over two weeks: per day), summed over models."""
+    grain = "hour" if f.days <= 14 else "day"
+    return data.frame(
+        f"SELECT date_trunc('{grain}', hour) AS t, sum(gpus) / count(DISTINCT hour) AS gpus, "
+        "sum(allocated_gpus) / count(DISTINCT hour) AS allocated_gpus, "
+        "sum(busy_gpus) / count(DISTINCT hour) AS busy_gpus, "
+        "sum(demand_gpus) / count(DISTINCT hour) AS demand_gpus "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY 1 ORDER BY 1",
+        [f.start, f.end, f.model, f.model],
+    )
+
+
+def now_by_model(data, f) -> pl.DataFrame:
+    """The latest hour of the range, per model."""
+    return data.frame(
+        "SELECT gpu_model, gpus, allocated_gpus, busy_gpus, pending_gpus, pending_jobs_max FROM fleet_hourly "
+        f"WHERE hour = (SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ?) AND {MODEL} ORDER BY 1",
+        [f.start, f.end, f.model, f.model],
+    )
+
+
+def month_cost(data, f, month_start: dt.date) -> float:
+    nxt = (month_start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    (v,) = data.frame(
+        "SELECT coalesce(sum(cost_usd + coalesce(idle_share_usd, 0)), 0) FROM cost_daily "
+        f"WHERE date >= ? AND date < ? AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL}",
+        [month_start, nxt, f.tenant, f.tenant, f.model, f.model],
+    ).row(0)
+    return float(v)
+
+
+def layout(ctx, f):
+    data = ctx.data
+    if not data.has("fleet_hourly"):
+        return [note(NO_DATA, "no-data")]
+    now = now_by_model(data, f)
+    series = fleet_series(data, f)
+    this_month = f.end.replace(day=1)
+    last_month = (this_month - dt.timedelta(days=1)).replace(day=1)
+    cost_now, cost_before = month_cost(data, f, this_month), month_cost(data, f, last_month)
+    health = (
+        data.frame(
+            "SELECT kind, count(*) AS events, count(DISTINCT gpu_uuid) AS gpus, count(DISTINCT node) AS nodes "
+            "FROM health_events WHERE date BETWEEN ? AND ? GROUP BY 1 ORDER BY 2 DESC",
+            [f.start, f.end],
+        )
+        if data.has("health_events")
+        else pl.DataFrame(schema={"kind": pl.String, "events": pl.Int64, "gpus": pl.Int64, "nodes": pl.Int64})
+    )
+    lost = int(health.filter(pl.col("kind") == "lost")["gpus"].sum() or 0)
+    pending = data.frame(
+        "SELECT job_id, tenant, gpu_model, gpus, submitted_at, queue_s FROM job_stats WHERE status = 'pending' "
+        f"AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL} ORDER BY submitted_at LIMIT 200",
+        [f.tenant, f.tenant, f.model, f.model],
+    )
+    tot = (
+        now.select(pl.col("gpus", "allocated_gpus", "busy_gpus", "pending_gpus").sum()).row(0)
+        if now.height
+        else (0,) * 4
+    )
+    return [
+        html.Div(
+            [
+                kpi("ov-gpus", "GPUs in the fleet (latest hour)", tot[0], "GPUs"),
+                kpi("ov-allocated", "allocated", tot[1], "GPUs", 1),
+                kpi("ov-busy", "busy", tot[2], "GPUs", 1),
+                kpi("ov-pending", "waiting jobs ask for", tot[3], "GPUs", 1),
+                kpi("ov-cost-month", f"cost {this_month:%Y-%m} (to {f.end})", cost_now, "USD"),
+                kpi("ov-cost-last", f"cost {last_month:%Y-%m}", cost_before, "USD"),
+                kpi("ov-lost", "GPUs lost in range", lost, "GPUs"),
+            ],
+            className="kpis",
+        ),
+        section(
+            "Capacity, allocation and activity",
+            graph(
+                "ov-fleet",
+                figures.lines(
+                    series,
+                    "t",
+                    {
+                        "gpus": "in the fleet",
+                        "allocated_gpus": "allocated",
+                        "busy_gpus": "busy",
+                        "demand_gpus": "asked for",
+                    },
+                    "GPUs over the range",
+                    "GPUs",
+                    dash={"demand_gpus": "dot"},
+                ),
+            ),
+        ),
+        section("Now, by GPU model", table("ov-now", now)),
+        html.Div(
+            [
+                section("Health events in the range (Xid, ECC, lost GPUs, ...)", table("ov-health", health)),
+                section(f"Pending workloads ({pending.height})", table("ov-pending-jobs", pending)),
+            ],
+            className="row",
+        ),
+    ]

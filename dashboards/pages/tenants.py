@@ -1,0 +1,122 @@
+"""Tenants: quota against allocation and use, budget burn-down, cost with and without idle share, efficiency."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from dashboards import figures
+from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+
+PATH = "/tenants"
+NAME = "Tenants"
+TENANT = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?)"
+MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
+
+
+def use(data, f) -> pl.DataFrame:
+    """Per tenant and model over the range: mean GPUs allocated and busy, efficiency, idle GPU-hours."""
+    hours = f.days * 24
+    return data.frame(
+        f"SELECT tenant, gpu_model, sum(allocated_gpu_hours) / {hours} AS allocated_gpus_mean, "
+        f"sum(busy_gpu_hours) / {hours} AS busy_gpus_mean, "
+        "100 * sum(busy_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS efficiency_pct, "
+        "sum(idle_gpu_hours) AS idle_gpu_hours FROM job_hourly "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {TENANT} AND {MODEL} GROUP BY ALL ORDER BY 1, 2",
+        [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
+    )
+
+
+def quotas(data, f) -> pl.DataFrame:
+    if not data.has("decisions"):
+        return pl.DataFrame()
+    return data.frame(
+        "SELECT tenant, coalesce(gpu_model, 'all models') AS gpu_model, quota_gpus, "
+        "allocated_gpus AS allocated_gpus_now, "
+        "allocated_gpus > quota_gpus AS over_quota, fairshare, idle_gpus_now FROM decisions "
+        f"WHERE computed_at = (SELECT max(computed_at) FROM decisions) AND {TENANT} "
+        "AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ? OR gpu_model IS NULL) ORDER BY 1, 2",
+        [f.tenant, f.tenant, f.model, f.model],
+    )
+
+
+def cost(data, f) -> pl.DataFrame:
+    return data.frame(
+        "SELECT tenant, sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd, "
+        "sum(cost_usd + idle_share_usd) AS total_usd FROM cost_daily "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {TENANT} AND {MODEL} GROUP BY 1 ORDER BY 4 DESC",
+        [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
+    )
+
+
+def burn_down(data, f) -> pl.DataFrame:
+    """The month of the range's end: each tenant's cumulative cost as a share of its monthly budget, day by day."""
+    month = f.end.replace(day=1)
+    return data.frame(
+        "WITH d AS (SELECT tenant, date AS day, sum(cost_usd + idle_share_usd) AS usd FROM cost_daily "
+        f"WHERE date >= ? AND date <= ? AND tenant IS NOT NULL AND {TENANT} GROUP BY ALL) "
+        "SELECT d.tenant, d.day, sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) AS spent_usd, "
+        "t.budget_usd_per_month AS budget_usd, "
+        "100 * sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) / t.budget_usd_per_month AS budget_used_pct "
+        "FROM d JOIN tenants t USING (tenant) WHERE t.budget_usd_per_month > 0 ORDER BY 1, 2",
+        [month, f.end, f.tenant, f.tenant],
+    )
+
+
+def layout(ctx, f):
+    data = ctx.data
+    if not data.has("cost_daily"):
+        return [note(NO_DATA, "no-data")]
+    c = cost(data, f)
+    burn = burn_down(data, f)
+    q = quotas(data, f)
+    out = [
+        kpi("ten-cost-total", f"cost of tenants' jobs, {f.start} to {f.end}", c["cost_usd"].sum(), "USD"),
+        section(
+            "Quota, allocation and use",
+            table("ten-quota", q) if q.height else note("No quotas: the config names no [[tenants]] quota."),
+            table("ten-use", use(data, f)),
+        ),
+        section(
+            f"Budget burn-down, {f.end:%Y-%m}",
+            graph(
+                "ten-burn",
+                figures.lines(
+                    burn,
+                    "day",
+                    {"budget_used_pct": "budget used"},
+                    "Cumulative cost as % of the monthly budget",
+                    "% of monthly budget",
+                    by="tenant",
+                    x_title="day (UTC)",
+                )
+                if burn.height
+                else figures.empty("Budget burn-down", "no tenant has a monthly budget in the config"),
+            ),
+        ),
+        section(
+            "Cost with and without the shared idle capacity",
+            graph(
+                "ten-cost",
+                figures.bars(
+                    c,
+                    "tenant",
+                    {"cost_usd": "own jobs", "idle_share_usd": "idle share"},
+                    "Cost in the range",
+                    "USD",
+                    "tenant",
+                    stacked=True,
+                ),
+            ),
+            table("ten-cost-table", c),
+        ),
+    ]
+    if f.tenant:
+        jobs = data.frame(
+            "SELECT job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, cost_usd "
+            "FROM job_stats WHERE tenant = ? AND date BETWEEN ? AND ? ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
+            [f.tenant, f.start, f.end],
+        )
+        out.append(section(f"Jobs of {f.tenant} submitted in the range (top 500 by cost)", table("ten-jobs", jobs)))
+    else:
+        out.append(note("Pick a tenant in the filter bar for its jobs."))
+    return out

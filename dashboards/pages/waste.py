@@ -1,0 +1,80 @@
+"""Waste: GPUs allocated but idle, what they cost, who holds them, and the trend."""
+
+from __future__ import annotations
+
+from dashboards import figures
+from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+
+PATH = "/waste"
+NAME = "Waste"
+FILTERS = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
+
+
+def by_tenant(data, f):
+    """Idle allocated GPU-hours per tenant, priced at the tenant's own cost per GPU-hour in the range."""
+    p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    return data.frame(
+        "WITH idle AS (SELECT tenant, gpu_model, sum(idle_gpu_hours) AS idle_gpu_hours, "
+        "sum(allocated_gpu_hours) AS allocated_gpu_hours FROM job_hourly "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL), "
+        "price AS (SELECT tenant, gpu_model, sum(cost_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour "
+        f"FROM cost_daily WHERE date BETWEEN ? AND ? AND {FILTERS} GROUP BY ALL) "
+        "SELECT tenant, sum(idle_gpu_hours) AS idle_gpu_hours, "
+        "100 * sum(idle_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS idle_pct_of_allocated, "
+        "sum(idle_gpu_hours * usd_per_gpu_hour) AS idle_cost_usd "
+        "FROM idle LEFT JOIN price USING (tenant, gpu_model) GROUP BY 1 ORDER BY 2 DESC",
+        p + p,
+    )
+
+
+def layout(ctx, f):
+    data = ctx.data
+    if not data.has("job_hourly"):
+        return [note(NO_DATA, "no-data")]
+    t = by_tenant(data, f)
+    p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    trend = data.frame(
+        "SELECT date_trunc('day', hour) AS day, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_hourly "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL ORDER BY 2, 1",
+        p,
+    )
+    jobs = data.frame(
+        "SELECT job_id, tenant, gpu_model, gpus, status, allocated_gpu_hours, idle_gpu_hours, efficiency, "
+        "cost_usd * idle_gpu_hours / nullif(allocated_gpu_hours, 0) AS idle_cost_usd FROM job_stats "
+        f"WHERE date BETWEEN ? AND ? AND idle_gpu_hours > 0 AND {FILTERS} ORDER BY idle_gpu_hours DESC LIMIT 20",
+        p,
+    )
+    return [
+        kpi("ws-idle-h", "idle allocated GPU-hours in the range", t["idle_gpu_hours"].sum(), "GPU-hours", 1),
+        kpi("ws-idle-usd", "their cost", t["idle_cost_usd"].sum(), "USD"),
+        note(
+            "Idle: an allocated GPU-hour below the waste threshold inside a long enough idle run "
+            "(analytics.waste_threshold_pct, waste_window_h)."
+        ),
+        section(
+            "By tenant",
+            graph(
+                "ws-tenant",
+                figures.bars(
+                    t, "tenant", {"idle_gpu_hours": "idle GPU-hours"}, "Idle allocated GPU-hours", "GPU-hours", "tenant"
+                ),
+            ),
+            table("ws-tenant-table", t),
+        ),
+        section("Top offending jobs (submitted in the range)", table("ws-jobs", jobs)),
+        section(
+            "Trend",
+            graph(
+                "ws-trend",
+                figures.lines(
+                    trend,
+                    "day",
+                    {"idle_gpu_hours": "idle"},
+                    "Idle allocated GPU-hours per day",
+                    "GPU-hours",
+                    by="tenant",
+                    x_title="day (UTC)",
+                ),
+            ),
+        ),
+    ]

@@ -1,0 +1,88 @@
+"""The dashboards without a browser: URL filters, basic auth, read-only routes, callbacks called directly."""
+
+import base64
+import datetime as dt
+
+import pytest
+
+from dashboards import filters
+from dashboards.app import PAGES, create_app
+
+BOUNDS = (dt.date(2026, 9, 28), dt.date(2026, 11, 1))
+
+
+def test_default_range_is_the_last_30_days_with_data():
+    f, bad = filters.parse("", BOUNDS)
+    assert (f.start, f.end, f.tenant, f.model, bad) == (dt.date(2026, 10, 3), dt.date(2026, 11, 1), None, None, [])
+    assert f.days == 30 and f.end_ts == dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+
+
+def test_a_short_history_starts_at_its_first_day():
+    f, _ = filters.parse("", (dt.date(2026, 10, 25), dt.date(2026, 11, 1)))
+    assert f.start == dt.date(2026, 10, 25)
+
+
+@pytest.mark.parametrize(
+    "search,problem",
+    [
+        ("?start=yesterday", "start 'yesterday' is not a date (YYYY-MM-DD): showing 2026-10-03"),
+        ("?end=2026-13-01", "end '2026-13-01' is not a date (YYYY-MM-DD): showing 2026-11-01"),
+        ("?start=2026-11-01&end=2026-10-01", "start 2026-11-01 is after end 2026-10-01: showing 2026-10-01 only"),
+        ("?colour=red", "unknown URL parameter(s) ignored: colour"),
+    ],
+)
+def test_bad_url_values_are_named_and_replaced(search, problem):
+    f, bad = filters.parse(search, BOUNDS)
+    assert bad == [problem] and f.start <= f.end
+
+
+def test_filters_round_trip_through_the_url():
+    f = filters.Filters(dt.date(2026, 10, 1), dt.date(2026, 10, 31), "vision", "NVIDIA H100 80GB HBM3")
+    assert f.search() == "?start=2026-10-01&end=2026-10-31&tenant=vision&model=NVIDIA+H100+80GB+HBM3"
+    assert filters.parse(f.search(), BOUNDS) == (f, [])
+
+
+def _render(app, path, search=""):
+    body = {
+        "output": "..page.children...nav.children..",
+        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "inputs": [
+            {"id": "url", "property": "pathname", "value": path},
+            {"id": "url", "property": "search", "value": search},
+        ],
+        "changedPropIds": ["url.pathname"],
+        "state": [],
+    }
+    return app.server.test_client().post("/_dash-update-component", json=body)
+
+
+def test_basic_auth_guards_pages_and_callbacks(tmp_path):
+    app = create_app(tmp_path, auth=("ops", "s3cret"))
+    client = app.server.test_client()
+    assert client.get("/").status_code == 401
+    assert client.get("/").headers["WWW-Authenticate"] == 'Basic realm="gpuledger"'
+    assert _render(app, "/").status_code == 401
+    wrong = base64.b64encode(b"ops:guess").decode()
+    assert client.get("/", headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+    right = base64.b64encode(b"ops:s3cret").decode()
+    assert client.get("/", headers={"Authorization": f"Basic {right}"}).status_code == 200
+
+
+def test_no_route_writes(dash_lake):
+    """Read-only: the app's routes are Dash's own (layout, dependencies, callbacks, assets), none takes a file."""
+    app = create_app(dash_lake)
+    rules = {r.rule for r in app.server.url_map.iter_rules()}
+    assert all("upload" not in r for r in rules)
+    before = sorted(p.relative_to(dash_lake) for p in dash_lake.rglob("*") if p.is_file())
+    for page in PAGES:
+        assert _render(app, page.PATH).status_code == 200
+    after = sorted(p.relative_to(dash_lake) for p in dash_lake.rglob("*") if p.is_file())
+    assert before == after
+
+
+def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
+    for lake in (dash_lake, tmp_path / "missing"):
+        app = create_app(lake)
+        for page in PAGES:
+            r = _render(app, page.PATH, "?model=NVIDIA+H100+80GB+HBM3")
+            assert r.status_code == 200, (lake, page.PATH, r.data[:300])

@@ -1,0 +1,185 @@
+"""The dashboards in a real browser (headless Chromium via dash[testing]): every page loads with a clean console,
+the filters change the figures and live in the URL, and a number on each page equals the same figure in SQL."""
+
+import datetime as dt
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dashboards.app import PAGES, create_app
+from gpuledger.lake import LakeWriter
+from gpuledger.query import Lake
+
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("chromedriver") is None,
+    reason="Debian packages chromium and chromium-driver not installed (.ci/run installs them)",
+)
+RANGE = "?start=2026-10-03&end=2026-11-01"  # the last 30 of the lake's 35 days: the pages' default
+H100 = "NVIDIA H100 80GB HBM3"
+SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save one screenshot per page there (docs/screenshots)
+
+
+def app_on(lake):
+    from analytics.whatif import for_dashboard
+
+    return create_app(lake, whatif=for_dashboard)
+
+
+def sql(lake, query, params=None):
+    with Lake(lake) as q:
+        return q.execute(query, params or []).rows[0][0]
+
+
+def number(dash_duo, selector) -> float:
+    return float(dash_duo.find_element(selector).text.replace(",", ""))
+
+
+def open_page(dash_duo, path, search=RANGE, title=None):
+    dash_duo.wait_for_page(url=dash_duo.server_url + path + search)
+    dash_duo.wait_for_text_to_equal("h2", title or next(p.NAME for p in PAGES if p.PATH == path))
+
+
+def test_every_page_loads_with_a_clean_console(dash_duo, dash_lake):
+    dash_duo.start_server(app_on(dash_lake))
+    for page in PAGES:
+        open_page(dash_duo, page.PATH)
+        dash_duo.wait_for_element("#page section, #page .kpi, #no-data")
+        assert dash_duo.get_logs() == [], page.PATH
+        assert not dash_duo.find_elements("#url-problems")
+        if SHOTS:
+            Path(SHOTS).mkdir(parents=True, exist_ok=True)
+            dash_duo.driver.save_screenshot(str(Path(SHOTS) / f"{page.NAME.lower()}.png"))
+
+
+def test_each_page_shows_the_figure_sql_gives(dash_duo, dash_lake):
+    start, end = dt.date(2026, 10, 3), dt.date(2026, 11, 1)
+    dash_duo.start_server(app_on(dash_lake))
+
+    open_page(dash_duo, "/")
+    gpus = sql(dash_lake, "SELECT sum(gpus) FROM fleet_hourly WHERE hour = (SELECT max(hour) FROM fleet_hourly)")
+    assert gpus == 16 and number(dash_duo, "#ov-gpus") == gpus
+
+    open_page(dash_duo, "/capacity")
+    mape = sql(
+        dash_lake, "SELECT backtest_mape_pct FROM demand_forecast WHERE kind = 'backtest' AND gpu_model = ?", [H100]
+    )
+    cells = dash_duo.find_elements('#cap-backtest td[data-dash-column="backtest_mape_pct"]')
+    assert mape is not None and f"{mape:,.2f}" in [c.text for c in cells]
+
+    open_page(dash_duo, "/tenants")
+    cost = sql(
+        dash_lake,
+        "SELECT sum(cost_usd) FROM cost_daily WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL",
+        [start, end],
+    )
+    assert cost > 0 and number(dash_duo, "#ten-cost-total") == round(cost)
+
+    open_page(dash_duo, "/queue")
+    jobs = sql(
+        dash_lake, "SELECT count(*) FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL", [start, end]
+    )
+    assert jobs > 0 and number(dash_duo, "#q-jobs") == jobs
+
+    open_page(dash_duo, "/fragmentation")
+    rate = sql(
+        dash_lake,
+        "SELECT 100 * sum(fragmented_gpus) / sum(free_gpus) FROM fragmentation WHERE date BETWEEN ? AND ?",
+        [start, end],
+    )
+    assert number(dash_duo, "#fr-rate") == round(rate, 1)
+
+    open_page(dash_duo, "/waste")
+    idle = sql(
+        dash_lake,
+        "SELECT sum(idle_gpu_hours) FROM job_hourly WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL",
+        [start, end],
+    )
+    assert idle > 0 and number(dash_duo, "#ws-idle-h") == round(idle, 1)
+    assert dash_duo.get_logs() == []
+
+
+def test_a_filter_changes_the_figures_and_lives_in_the_url(dash_duo, dash_lake):
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/")
+    assert number(dash_duo, "#ov-gpus") == 16
+    dash_duo.select_dcc_dropdown("#f-model", value=H100)
+    h100 = sql(
+        dash_lake,
+        "SELECT sum(gpus) FROM fleet_hourly WHERE gpu_model = ? AND hour = (SELECT max(hour) FROM fleet_hourly)",
+        [H100],
+    )
+    dash_duo.wait_for_text_to_equal("#ov-gpus", f"{h100:,.0f}")
+    assert "model=NVIDIA+H100+80GB+HBM3" in dash_duo.driver.current_url
+    # The URL alone brings the same view back (a bookmark), and carries over to the other pages' links.
+    open_page(dash_duo, "/", "?start=2026-10-03&end=2026-11-01&model=NVIDIA+H100+80GB+HBM3")
+    dash_duo.wait_for_text_to_equal("#ov-gpus", f"{h100:,.0f}")
+    link = dash_duo.find_element("#nav a[href^='/queue']")
+    assert "model=NVIDIA+H100" in link.get_attribute("href")
+    assert dash_duo.get_logs() == []
+
+
+def test_bad_url_values_are_named_not_a_traceback(dash_duo, dash_lake):
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/queue", "?start=yesterday&end=2026-11-01&colour=red")
+    text = dash_duo.find_element("#url-problems").text
+    assert "start 'yesterday' is not a date (YYYY-MM-DD)" in text and "colour" in text
+    assert number(dash_duo, "#q-jobs") > 0  # the page still draws, with the default start
+    open_page(dash_duo, "/nowhere", "", title="Not found")
+
+
+def test_the_what_if_replays_recent_demand(dash_duo, dash_lake):
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/capacity", RANGE + "&model=" + H100.replace(" ", "+"))
+    dash_duo.find_element("#cap-wi-run").click()
+    dash_duo.wait_for_element("#cap-wi-table", timeout=30)
+    variants = [c.text for c in dash_duo.find_elements('#cap-wi-table td[data-dash-column="variant"]')]
+    assert {"measured", "today", "scenario"} <= set(variants)
+    assert "+8 NVIDIA H100 80GB HBM3 GPUs" in dash_duo.find_element("#cap-wi-out").text
+    assert dash_duo.get_logs() == []
+
+
+def test_an_empty_lake_explains_itself(dash_duo, tmp_path):
+    dash_duo.start_server(app_on(tmp_path / "empty"))
+    for page in PAGES:
+        open_page(dash_duo, page.PATH, "")
+        assert "gpuledger" in dash_duo.find_element("#no-data").text
+    assert dash_duo.get_logs() == []
+
+
+def test_enforcement_page_once_decisions_exist(dash_duo, dash_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(dash_lake, lake)
+    t = dt.datetime(2026, 10, 30, 12, tzinfo=dt.timezone.utc)
+    rows = [
+        {
+            "ts": t + dt.timedelta(minutes=i),
+            "cluster": "default",
+            "uid": f"u{i}",
+            "tenant": "vision",
+            "gpu_model": H100,
+            "gpus": 4.0,
+            "decision": d,
+            "policy": "quota",
+            "mode": "enforce",
+            "reason": "tenant vision uses 14 of 16 H100; this pod asks 4" if d == "deny" else None,
+            "dry_run": False,
+            "latency_s": 0.001,
+        }
+        for i, d in enumerate(["allow", "allow", "deny"])
+    ]
+    LakeWriter(lake).write("admission_decisions", pl.DataFrame(rows), "webhook-0")
+    dash_duo.start_server(app_on(lake))
+    open_page(dash_duo, "/enforcement")
+    assert number(dash_duo, "#en-total") == 3
+    assert "tenant vision uses 14 of 16 H100" in dash_duo.find_element("#en-denials").text
+    assert dash_duo.get_logs() == []
+
+
+def test_readme_shows_a_screenshot():
+    assert (REPO / "docs" / "screenshots" / "capacity.png").exists()
+    assert "docs/screenshots/capacity.png" in (REPO / "README.md").read_text()
