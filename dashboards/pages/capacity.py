@@ -54,8 +54,8 @@ def forecast_rows(data, f) -> pl.DataFrame:
         return pl.DataFrame()
     return data.frame(
         "SELECT * FROM demand_forecast WHERE computed_at = (SELECT max(computed_at) FROM demand_forecast) "
-        f"AND {MODEL} ORDER BY gpu_model, day",
-        [f.model, f.model],
+        f"AND {MODEL} AND (kind <> 'history' OR day >= ?) ORDER BY gpu_model, day",
+        [f.model, f.model, f.start_ts - dt.timedelta(days=90)],  # history: the 90 days before the range on
     )
 
 
@@ -65,7 +65,6 @@ def layout(ctx, f):
         return [note(NO_DATA, "no-data")]
     d = daily(data, f)
     fc = forecast_rows(data, f)
-    shown = fc.filter(pl.col("day") >= f.start_ts - dt.timedelta(days=90)) if fc.height else fc
     backtest = (
         fc.filter(pl.col("kind") == "backtest")
         .group_by("gpu_model", maintain_order=True)
@@ -115,7 +114,7 @@ def layout(ctx, f):
         ),
         section(
             "Demand forecast",
-            graph("cap-forecast", figures.forecast(shown, "Daily demand: history, backtest and the next 28 days")),
+            graph("cap-forecast", figures.forecast(fc, "Daily demand: history, backtest and the next 28 days")),
             note(
                 "Holt-Winters exponential smoothing (additive damped trend, additive weekly season), fitted on "
                 "each model's daily mean demand; the backtest refits without the last 14 days and forecasts them. "

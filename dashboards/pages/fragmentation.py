@@ -34,15 +34,15 @@ def layout(ctx, f):
         params,
     )
     # The latest hour of the range, node by node: free GPUs on nodes that are partly in use cannot host a job
-    # that needs the whole node.
+    # that needs the whole node. One hour of gpu_hourly, from the lake (one date folder).
+    (last,) = data.frame("SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ?", params[:2]).row(0)
     worst = data.frame(
-        "WITH last AS (SELECT max(hour) AS h FROM fleet_hourly WHERE date BETWEEN ? AND ?), "
-        "g AS (SELECT node, model AS gpu_model, count(*) AS gpus, count(*) FILTER (allocated_ratio < 0.5) AS free_gpus "
-        "FROM gpu_hourly WHERE date = (SELECT CAST(h AS DATE) FROM last) AND hour = (SELECT h FROM last) "
-        "AND parent_gpu_uuid IS NULL GROUP BY ALL) "
-        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL} "
-        "ORDER BY free_gpus DESC, node LIMIT 20",
-        params,
+        "WITH g AS (SELECT node, model AS gpu_model, count(*) AS gpus, "
+        "count(*) FILTER (allocated_ratio < 0.5) AS free_gpus FROM gpu_hourly "
+        "WHERE date = CAST(? AS DATE) AND hour = ? AND parent_gpu_uuid IS NULL GROUP BY ALL) "
+        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL} ORDER BY free_gpus DESC, node LIMIT 20",
+        [last, last, f.model, f.model],
+        lake=True,
     )
     return [
         kpi("fr-rate", "fragmented share of free GPUs (range)", rate, "%", 1),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from dashboards import figures
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
@@ -10,29 +12,35 @@ NAME = "Queue"
 FILTERS = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
-def quantiles(data, f, by: str):
-    """Wait quantiles (minutes) of the jobs submitted in the range that were scheduled, by one dimension."""
-    return data.frame(
-        f"SELECT coalesce(CAST({by} AS VARCHAR), '(none)') AS {by}, count(*) AS jobs, "
-        "quantile_cont(queue_s / 60, 0.1) AS p10, quantile_cont(queue_s / 60, 0.25) AS p25, "
-        "quantile_cont(queue_s / 60, 0.5) AS p50, quantile_cont(queue_s / 60, 0.75) AS p75, "
-        "quantile_cont(queue_s / 60, 0.9) AS p90, avg(queue_s / 60) AS mean "
-        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {FILTERS} GROUP BY 1 ORDER BY 1",
+def quantiles(data, f) -> dict[str, pl.DataFrame]:
+    """Wait quantiles (minutes) of the jobs submitted in the range that were scheduled: by size, model, tenant and
+    overall, in one pass over the jobs (GROUPING SETS)."""
+    q = data.frame(
+        "SELECT CASE WHEN grouping(size_bucket) = 0 THEN 'size_bucket' WHEN grouping(gpu_model) = 0 THEN "
+        "'gpu_model' WHEN grouping(tenant) = 0 THEN 'tenant' ELSE 'all' END AS dim, "
+        "coalesce(CAST(size_bucket AS VARCHAR), gpu_model, tenant, '(none)') AS key, count(*) AS jobs, "
+        "quantile_cont(queue_s / 60, [0.1, 0.25, 0.5, 0.75, 0.9]) AS q, avg(queue_s / 60) AS mean "
+        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {FILTERS} "
+        "GROUP BY GROUPING SETS ((size_bucket), (gpu_model), (tenant), ())",
         [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
     )
+    q = q.with_columns(pl.col("q").list.get(i).alias(n) for i, n in enumerate(("p10", "p25", "p50", "p75", "p90")))
+    out = {}
+    for dim in ("size_bucket", "gpu_model", "tenant", "all"):
+        d = q.filter(pl.col("dim") == dim).drop("dim", "q").rename({"key": dim}).sort(dim)
+        out[dim] = d.select(dim, "jobs", "p10", "p25", "p50", "p75", "p90", "mean")
+    return out
 
 
 def layout(ctx, f):
     data = ctx.data
     if not data.has("job_stats"):
         return [note(NO_DATA, "no-data")]
-    by_size = quantiles(data, f, "size_bucket")
+    qs = quantiles(data, f)
+    by_size = qs["size_bucket"]
     params = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
-    (jobs, p90) = data.frame(
-        "SELECT count(*), quantile_cont(queue_s, 0.9) FROM job_stats WHERE date BETWEEN ? AND ? "
-        f"AND queue_s IS NOT NULL AND {FILTERS}",
-        params,
-    ).row(0)
+    overall = qs["all"]
+    jobs, p90 = (overall["jobs"][0], overall["p90"][0]) if overall.height else (0, None)
     pending = data.frame(
         "SELECT gpu_model, tenant, count(*) AS jobs, sum(gpus) AS gpus, max(queue_s) / 60 AS longest_wait_min "
         f"FROM job_stats WHERE status = 'pending' AND {FILTERS} GROUP BY ALL ORDER BY 3 DESC",
@@ -46,7 +54,7 @@ def layout(ctx, f):
     )
     return [
         kpi("q-jobs", "jobs scheduled (submitted in the range)", jobs, "jobs"),
-        kpi("q-wait-p90", "p90 wait", None if p90 is None else p90 / 60, "minutes", 1),
+        kpi("q-wait-p90", "p90 wait", p90, "minutes", 1),
         section(
             "Wait by job size (GPUs)",
             graph("q-size", figures.boxes(by_size, "size_bucket", "Wait by size", "wait (minutes)", "GPUs per job")),
@@ -57,12 +65,12 @@ def layout(ctx, f):
             graph(
                 "q-model",
                 figures.boxes(
-                    quantiles(data, f, "gpu_model"), "gpu_model", "Wait by GPU model", "wait (minutes)", "GPU model"
+                    qs["gpu_model"], "gpu_model", "Wait by GPU model", "wait (minutes)", "GPU model"
                 ),
             ),
             graph(
                 "q-tenant",
-                figures.boxes(quantiles(data, f, "tenant"), "tenant", "Wait by tenant", "wait (minutes)", "tenant"),
+                figures.boxes(qs["tenant"], "tenant", "Wait by tenant", "wait (minutes)", "tenant"),
             ),
         ),
         section(f"Pending now ({int(pending['jobs'].sum() or 0)} jobs)", table("q-pending", pending)),

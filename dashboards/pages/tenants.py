@@ -20,7 +20,7 @@ def use(data, f) -> pl.DataFrame:
         f"SELECT tenant, gpu_model, sum(allocated_gpu_hours) / {hours} AS allocated_gpus_mean, "
         f"sum(busy_gpu_hours) / {hours} AS busy_gpus_mean, "
         "100 * sum(busy_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS efficiency_pct, "
-        "sum(idle_gpu_hours) AS idle_gpu_hours FROM job_hourly "
+        "sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
         f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {TENANT} AND {MODEL} GROUP BY ALL ORDER BY 1, 2",
         [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
     )
@@ -115,6 +115,7 @@ def layout(ctx, f):
             "SELECT job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, cost_usd "
             "FROM job_stats WHERE tenant = ? AND date BETWEEN ? AND ? ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
             [f.tenant, f.start, f.end],
+            lake=True,
         )
         out.append(section(f"Jobs of {f.tenant} submitted in the range (top 500 by cost)", table("ten-jobs", jobs)))
     else:

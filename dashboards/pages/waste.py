@@ -15,7 +15,7 @@ def by_tenant(data, f):
     p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
     return data.frame(
         "WITH idle AS (SELECT tenant, gpu_model, sum(idle_gpu_hours) AS idle_gpu_hours, "
-        "sum(allocated_gpu_hours) AS allocated_gpu_hours FROM job_hourly "
+        "sum(allocated_gpu_hours) AS allocated_gpu_hours FROM job_daily "
         f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL), "
         "price AS (SELECT tenant, gpu_model, sum(cost_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour "
         f"FROM cost_daily WHERE date BETWEEN ? AND ? AND {FILTERS} GROUP BY ALL) "
@@ -34,7 +34,7 @@ def layout(ctx, f):
     t = by_tenant(data, f)
     p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
     trend = data.frame(
-        "SELECT date_trunc('day', hour) AS day, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_hourly "
+        "SELECT CAST(date AS TIMESTAMP) AS day, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
         f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL ORDER BY 2, 1",
         p,
     )

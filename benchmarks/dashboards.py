@@ -1,0 +1,189 @@
+"""Dashboard response times over one year of a 1,000-GPU fleet: every callback, and each page's first load.
+
+    python benchmarks/dashboards.py --lake DIR [--runs 20]
+    (DIR: `gpuledger simulate --nodes 125 --gpus-per-node 8 --days 365 --step-s 3600`, then `gpuledger analyze`)
+
+Callbacks are timed server-side, as Dash's renderer calls them (POST /_dash-update-component through Flask's test
+client, in this process), `--runs` times each, after one warm-up: the page render for every page with the
+default range (the last 30 days) and with the whole year, the filter-to-URL sync, the model filter applied, and
+the capacity what-if. Baseline in the same run: the router's "not found" page (Dash, Flask and the router, no
+query), so ratio = what the page's own work costs on top of the framework.
+
+First page load: a headless Chromium (Debian chromium + chromium-driver, as the tests use) opens each page on a
+real server (werkzeug, threaded) and waits until the page's figures and tables are in the DOM; best of 3, median
+reported too. Needs chromedriver on PATH; without it the browser part is skipped and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analytics.whatif import for_dashboard  # noqa: E402
+from dashboards.app import PAGES, create_app  # noqa: E402
+
+
+def render_body(path: str, search: str) -> dict:
+    return {
+        "output": "..page.children...nav.children..",
+        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "inputs": [
+            {"id": "url", "property": "pathname", "value": path},
+            {"id": "url", "property": "search", "value": search},
+        ],
+        "changedPropIds": ["url.search"],
+        "state": [],
+    }
+
+
+def sync_body(search: str, model: str) -> dict:
+    ids = [
+        ("url", "search"),
+        ("f-range", "start_date"),
+        ("f-range", "end_date"),
+        ("f-tenant", "value"),
+        ("f-model", "value"),
+    ]
+    values = [search, "2026-11-01", "2026-11-30", None, model]
+    return {
+        "output": "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value..",
+        "outputs": [{"id": i, "property": p} for i, p in ids],
+        "inputs": [{"id": i, "property": p, "value": v} for (i, p), v in zip(ids, values, strict=True)],
+        "changedPropIds": ["f-model.value"],
+        "state": [{"id": "url", "property": "pathname", "value": "/"}],
+    }
+
+
+def whatif_body(model: str, search: str) -> dict:
+    return {
+        "output": "cap-wi-out.children",
+        "outputs": {"id": "cap-wi-out", "property": "children"},
+        "inputs": [{"id": "cap-wi-run", "property": "n_clicks", "value": 1}],
+        "changedPropIds": ["cap-wi-run.n_clicks"],
+        "state": [
+            {"id": "cap-wi-model", "property": "value", "value": model},
+            {"id": "cap-wi-delta", "property": "value", "value": 64},
+            {"id": "cap-wi-idle", "property": "value", "value": None},
+            {"id": "url", "property": "search", "value": search},
+        ],
+    }
+
+
+def timed(client, body, runs: int) -> tuple[float, float, float]:
+    r = client.post("/_dash-update-component", json=body)
+    if r.status_code not in (200, 204):
+        sys.exit(f"callback failed ({r.status_code}): {r.data[:500]!r}")
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        client.post("/_dash-update-component", json=body)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+    return statistics.median(times), p95, times[-1]
+
+
+def browser_loads(app, pages, search: str) -> dict[str, tuple[float, float]] | None:
+    if shutil.which("chromedriver") is None:
+        print("first page load: skipped (no chromedriver on PATH)")
+        return None
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.remote_connection import RemoteConnection
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    from werkzeug.serving import make_server
+
+    RemoteConnection.set_timeout(60)  # selenium 3.141 with urllib3 2 (see tests/conftest.py)
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request would bury the figures
+    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    options = Options()
+    for arg in ("--headless", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options)
+    out = {}
+    try:
+        for page in pages:
+            times = []
+            for _ in range(3):
+                driver.get("about:blank")
+                t0 = time.perf_counter()
+                driver.get(url + page.PATH + search)
+                WebDriverWait(driver, 60).until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "h2"), page.NAME))
+                WebDriverWait(driver, 60).until(
+                    lambda d: (
+                        d.find_elements(By.CSS_SELECTOR, "#page section, #page .kpi, #no-data")
+                        and not d.find_elements(By.CSS_SELECTOR, "._dash-loading, [data-dash-is-loading='true']")
+                    )
+                )
+                times.append(time.perf_counter() - t0)
+            out[page.NAME] = (min(times), statistics.median(times))
+    finally:
+        driver.quit()
+        server.shutdown()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lake", type=Path, required=True)
+    ap.add_argument("--runs", type=int, default=20)
+    a = ap.parse_args()
+    import resource
+
+    app = create_app(a.lake, whatif=for_dashboard)
+    client = app.server.test_client()
+    data = app.server.config["GPULEDGER_CONTEXT"].data
+    t0 = time.perf_counter()
+    data.snapshot()  # what a server does once at start (and in the background after each analytics run)
+    rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(
+        f"snapshot of the analytics tables: built in {time.perf_counter() - t0:.1f} s; process peak RSS {rss_gb:.2f} GB"
+    )
+    lo, hi = data.bounds()
+    month = f"?start={(hi.replace(day=1)).isoformat()}&end={hi.isoformat()}"
+    year = f"?start={lo.isoformat()}&end={hi.isoformat()}"
+    model = data.models()[0]
+    print(f"lake {a.lake}: {lo} to {hi}; {a.runs} runs per callback after one warm-up; seconds")
+    base = timed(client, render_body("/nowhere", ""), a.runs)
+    print(f"{'callback':44s} {'p50':>7s} {'p95':>7s} {'max':>7s} {'p95/base':>9s}")
+    print(f"{'baseline: router, no query (not found)':44s} {base[0]:7.3f} {base[1]:7.3f} {base[2]:7.3f}")
+    worst = 0.0
+    rows = []
+    for page in PAGES:
+        for label, search in (
+            ("default 30 days", ""),
+            ("whole year", year),
+            (f"model {model}", year + "&model=" + model.replace(" ", "+")),
+        ):
+            t = timed(client, render_body(page.PATH, search), a.runs)
+            rows.append((f"{page.NAME}: {label}", t))
+    rows.append(("filter bar -> URL (sync)", timed(client, sync_body(month, model), a.runs)))
+    rows.append(("what-if, 7 days of jobs, +64 GPUs", timed(client, whatif_body(model, month), max(3, a.runs // 4))))
+    for label, t in rows:
+        print(f"{label:44s} {t[0]:7.3f} {t[1]:7.3f} {t[2]:7.3f} {t[1] / base[1]:8.1f}x")
+        if not label.startswith("what-if"):
+            worst = max(worst, t[1])
+    print(f"slowest callback p95 (what-if apart): {worst:.3f} s (target < 0.5 s)")
+    loads = browser_loads(app, PAGES, "")
+    if loads:
+        print(f"{'first page load in Chromium (default range)':44s} {'best':>7s} {'median':>7s}")
+        for name, (best, med) in loads.items():
+            print(f"{name:44s} {best:7.3f} {med:7.3f}")
+        print(f"slowest first load (median): {max(m for _, m in loads.values()):.3f} s (target < 2 s)")
+
+
+if __name__ == "__main__":
+    main()
