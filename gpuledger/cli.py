@@ -375,10 +375,8 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
     stop = _stop_event()
     db = cfg.dashboard
-    app = _dashboard_app(ctx)
-    threading.Thread(
-        target=app.run, kwargs={"host": db.host, "port": db.port, "debug": False, "threaded": True}, daemon=True
-    ).start()
+    server = _dashboard_server(ctx, db.host, db.port)
+    threading.Thread(target=server.serve_forever, daemon=True, name="dashboards").start()
     click.echo(
         f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s, dashboards on "
         f"http://{db.host}:{db.port}/. "
@@ -529,16 +527,41 @@ def _dashboard_app(ctx: Ctx):
     return create_app(ctx.lake, whatif=for_dashboard, auth=auth, variables=finops_variables(ctx.cfg))
 
 
+def _dashboard_server(ctx: Ctx, host: str, port: int):
+    """Bind first, so a port in use is one clear line, not a traceback from a server thread."""
+    import logging as _logging
+
+    from werkzeug.serving import make_server
+
+    import socket
+
+    app = _dashboard_app(ctx)
+    _logging.getLogger("werkzeug").setLevel(_logging.WARNING)  # not a line per request
+    # werkzeug reports a busy port by printing and exiting; probe first to say it our way.
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise UsageError(
+                f"cannot serve the dashboards on {host}:{port}: {e.strerror} (set [dashboard] port, or --port)"
+            ) from None
+    return make_server(host, port, app.server, threaded=True)
+
+
 @main.command()
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="TCP port [config dashboard.port: 8050].")
 @click.option("--host", default=None, help="Address to listen on [config dashboard.host: 127.0.0.1].")
 @common
 def dashboard(ctx: Ctx, port, host) -> None:
     """Serve the management dashboards (read-only) over the lake's analytics."""
-    app = _dashboard_app(ctx)
     host, port = host or ctx.cfg.dashboard.host, port or ctx.cfg.dashboard.port
+    server = _dashboard_server(ctx, host, port)
     click.echo(f"dashboards on http://{host}:{port}/ over {ctx.lake.resolve()}; Ctrl-C to stop", err=True)
-    app.run(host=host, port=port, debug=False, threaded=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
 
 
 # -- export --------------------------------------------------------------------------------------------

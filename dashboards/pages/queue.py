@@ -64,9 +64,7 @@ def layout(ctx, f):
             "Wait by GPU model and by tenant",
             graph(
                 "q-model",
-                figures.boxes(
-                    qs["gpu_model"], "gpu_model", "Wait by GPU model", "wait (minutes)", "GPU model"
-                ),
+                figures.boxes(qs["gpu_model"], "gpu_model", "Wait by GPU model", "wait (minutes)", "GPU model"),
             ),
             graph(
                 "q-tenant",

@@ -225,3 +225,15 @@ def test_dashboard_refuses_a_missing_password_variable(cli, tmp_path, monkeypatc
     r = cli("dashboard", "--config", cfg, "--lake", tmp_path / "lake")
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "dashboard.auth_password_env names 'GL_TEST_DASH_PASSWORD', which is not set" in r.output
+
+
+def test_dashboard_on_a_port_in_use_is_one_clear_line(cli, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = cli("dashboard", "--lake", tmp_path / "lake", "--port", port)
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert f"cannot serve the dashboards on 127.0.0.1:{port}:" in r.output

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import polars as pl
 import pytest
@@ -18,6 +20,9 @@ interval_s = 0.2
 flush_interval_s = 0.5
 node = "uptest"
 
+[dashboard]
+port = {port}
+
 [simulator]
 nodes = 2
 gpus_per_node = 2
@@ -25,6 +30,12 @@ models = ["L4"]
 backfill_days = 0.05
 backfill_step_s = 30
 """
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _up(lake, cfg):
@@ -52,10 +63,14 @@ def _wait_for(p, text, timeout_s=60):
 @pytest.mark.slow
 def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     lake, cfg = tmp_path / "lake", tmp_path / "c.toml"
-    cfg.write_text(CONFIG)
+    port = _free_port()
+    cfg.write_text(CONFIG.format(port=port))
     started = time.time()
     p = _up(lake, cfg)
     head = _wait_for(p, "gpuledger is up")
+    assert f"dashboards on http://127.0.0.1:{port}/" in head
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:  # the dashboards are up too
+        assert r.status == 200 and b"gpuledger" in r.read()
     assert "collector: the simulated fleet, because" in head  # says which source and why
     assert "empty lake: backfilling 0.05 days" in head
     time.sleep(2.5)
