@@ -530,10 +530,9 @@ def _dashboard_app(ctx: Ctx):
 def _dashboard_server(ctx: Ctx, host: str, port: int):
     """Bind first, so a port in use is one clear line, not a traceback from a server thread."""
     import logging as _logging
+    import socket
 
     from werkzeug.serving import make_server
-
-    import socket
 
     app = _dashboard_app(ctx)
     _logging.getLogger("werkzeug").setLevel(_logging.WARNING)  # not a line per request
