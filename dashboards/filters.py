@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode
 
 DEFAULT_DAYS = 30
+# The optional filters as SQL: each binds its value twice (`[f.model, f.model]`); a null value matches all rows.
+MODEL_SQL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
+TENANT_SQL = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?)"
+BOTH_SQL = f"{TENANT_SQL} AND {MODEL_SQL}"  # binds tenant, tenant, model, model
 
 
 @dataclass(frozen=True)

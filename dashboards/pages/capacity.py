@@ -8,11 +8,11 @@ import polars as pl
 from dash import Input, Output, State, dcc, html
 
 from dashboards import figures
+from dashboards.filters import MODEL_SQL
 from dashboards.ui import NO_DATA, graph, note, section, table
 
 PATH = "/capacity"
 NAME = "Capacity"
-MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 WHATIF_DAYS = 7
 
 
@@ -20,7 +20,7 @@ def daily(data, f) -> pl.DataFrame:
     return data.frame(
         "SELECT date_trunc('day', hour) AS day, gpu_model, avg(gpus) AS supply_gpus, avg(demand_gpus) AS demand_gpus, "
         "avg(allocated_gpus) AS allocated_gpus, max(allocated_gpus) AS peak_allocated_gpus "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY ALL ORDER BY 2, 1",
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL ORDER BY 2, 1",
         [f.start, f.end, f.model, f.model],
     )
 
@@ -32,7 +32,7 @@ def peaks(data, f) -> pl.DataFrame:
         "max(allocated_gpus) AS peak_allocated_gpus, max(demand_gpus) AS peak_demand_gpus, "
         "100 * avg(allocated_gpus) / nullif(avg(gpus), 0) AS mean_allocation_pct, "
         "100 * max(demand_gpus) / nullif(max(gpus), 0) AS peak_demand_pct_of_supply "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY 1 ORDER BY 1",
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY 1 ORDER BY 1",
         [f.start, f.end, f.model, f.model],
     )
 
@@ -41,9 +41,9 @@ def wait_vs_load(data, f) -> pl.DataFrame:
     """Per model and day: allocation (% of supply) and the p90 wait of the jobs submitted that day."""
     return data.frame(
         "WITH load AS (SELECT date, gpu_model, 100 * sum(allocated_gpus) / nullif(sum(gpus), 0) AS allocation_pct "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY ALL), "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL), "
         "waits AS (SELECT date, gpu_model, quantile_cont(queue_s, 0.9) / 60 AS wait_p90_min, count(*) AS jobs "
-        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {MODEL} GROUP BY ALL) "
+        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {MODEL_SQL} GROUP BY ALL) "
         "SELECT * FROM load JOIN waits USING (date, gpu_model) ORDER BY gpu_model, date",
         [f.start, f.end, f.model, f.model, f.start, f.end, f.model, f.model],
     )
@@ -54,7 +54,7 @@ def forecast_rows(data, f) -> pl.DataFrame:
         return pl.DataFrame()
     return data.frame(
         "SELECT * FROM demand_forecast WHERE computed_at = (SELECT max(computed_at) FROM demand_forecast) "
-        f"AND {MODEL} AND (kind <> 'history' OR day >= ?) ORDER BY gpu_model, day",
+        f"AND {MODEL_SQL} AND (kind <> 'history' OR day >= ?) ORDER BY gpu_model, day",
         [f.model, f.model, f.start_ts - dt.timedelta(days=90)],  # history: the 90 days before the range on
     )
 

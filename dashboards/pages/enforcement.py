@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dashboards import figures
+from dashboards.filters import BOTH_SQL
 from dashboards.ui import graph, kpi, note, section, table
 
 PATH = "/enforcement"
 NAME = "Enforcement"
-TENANT = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def layout(ctx, f):
@@ -23,20 +23,20 @@ def layout(ctx, f):
     p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
     daily = data.frame(
         "SELECT date_trunc('day', ts) AS day, decision, count(*) AS decisions FROM admission_decisions "
-        f"WHERE date BETWEEN ? AND ? AND NOT coalesce(dry_run, false) AND {TENANT} GROUP BY ALL ORDER BY 2, 1",
+        f"WHERE date BETWEEN ? AND ? AND NOT coalesce(dry_run, false) AND {BOTH_SQL} GROUP BY ALL ORDER BY 2, 1",
         p,
         lake=True,
     )
     by_policy = data.frame(
         "SELECT coalesce(policy, '(none)') AS policy, coalesce(mode, '') AS mode, decision, count(*) AS decisions, "
         "1000 * quantile_cont(latency_s, 0.99) AS latency_p99_ms FROM admission_decisions "
-        f"WHERE date BETWEEN ? AND ? AND {TENANT} GROUP BY ALL ORDER BY 4 DESC",
+        f"WHERE date BETWEEN ? AND ? AND {BOTH_SQL} GROUP BY ALL ORDER BY 4 DESC",
         p,
         lake=True,
     )
     denials = data.frame(
         "SELECT ts, tenant, namespace, kind, name, gpu_model, gpus, policy, mode, reason FROM admission_decisions "
-        f"WHERE date BETWEEN ? AND ? AND decision = 'deny' AND {TENANT} ORDER BY ts DESC LIMIT 50",
+        f"WHERE date BETWEEN ? AND ? AND decision = 'deny' AND {BOTH_SQL} ORDER BY ts DESC LIMIT 50",
         p,
         lake=True,
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dashboards import figures
+from dashboards.filters import MODEL_SQL
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/fragmentation"
 NAME = "Fragmentation"
-MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def layout(ctx, f):
@@ -19,18 +19,18 @@ def layout(ctx, f):
     series = data.frame(
         f"SELECT date_trunc('{grain}', ts) AS t, gpu_model, avg(free_gpus) AS free_gpus, "
         "avg(fragmented_gpus) AS fragmented_gpus, 100 * avg(frag_rate) AS frag_rate_pct "
-        f"FROM fragmentation WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY ALL ORDER BY 2, 1",
+        f"FROM fragmentation WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL ORDER BY 2, 1",
         params,
     )
     (rate, frag) = data.frame(
         "SELECT 100 * sum(fragmented_gpus) / nullif(sum(free_gpus), 0), avg(fragmented_gpus) FROM fragmentation "
-        f"WHERE date BETWEEN ? AND ? AND {MODEL}",
+        f"WHERE date BETWEEN ? AND ? AND {MODEL_SQL}",
         params,
     ).row(0)
     stranded = data.frame(
         "SELECT gpu_model, gpus, free_gpus, fragmented_gpus, stranded_1gpu, stranded_2gpu, stranded_4gpu, "
         "stranded_8gpu FROM fragmentation WHERE ts = (SELECT max(ts) FROM fragmentation WHERE date BETWEEN ? AND ?) "
-        f"AND {MODEL} ORDER BY 1",
+        f"AND {MODEL_SQL} ORDER BY 1",
         params,
     )
     # The latest hour of the range, node by node: free GPUs on nodes that are partly in use cannot host a job
@@ -40,7 +40,8 @@ def layout(ctx, f):
         "WITH g AS (SELECT node, model AS gpu_model, count(*) AS gpus, "
         "count(*) FILTER (allocated_ratio < 0.5) AS free_gpus FROM gpu_hourly "
         "WHERE date = CAST(? AS DATE) AND hour = ? AND parent_gpu_uuid IS NULL GROUP BY ALL) "
-        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL} ORDER BY free_gpus DESC, node LIMIT 20",
+        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL_SQL} "
+        "ORDER BY free_gpus DESC, node LIMIT 20",
         [last, last, f.model, f.model],
         lake=True,
     )

@@ -8,12 +8,11 @@ import polars as pl
 from dash import html
 
 from dashboards import figures
+from dashboards.filters import MODEL_SQL
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/"
 NAME = "Overview"
-
-MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def fleet_series(data, f) -> pl.DataFrame:
@@ -24,7 +23,7 @@ def fleet_series(data, f) -> pl.DataFrame:
         "sum(allocated_gpus) / count(DISTINCT hour) AS allocated_gpus, "
         "sum(busy_gpus) / count(DISTINCT hour) AS busy_gpus, "
         "sum(demand_gpus) / count(DISTINCT hour) AS demand_gpus "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL} GROUP BY 1 ORDER BY 1",
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY 1 ORDER BY 1",
         [f.start, f.end, f.model, f.model],
     )
 
@@ -33,7 +32,7 @@ def now_by_model(data, f) -> pl.DataFrame:
     """The latest hour of the range, per model."""
     return data.frame(
         "SELECT gpu_model, gpus, allocated_gpus, busy_gpus, pending_gpus, pending_jobs_max FROM fleet_hourly "
-        f"WHERE hour = (SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ?) AND {MODEL} ORDER BY 1",
+        f"WHERE hour = (SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ?) AND {MODEL_SQL} ORDER BY 1",
         [f.start, f.end, f.model, f.model],
     )
 
@@ -42,7 +41,7 @@ def month_cost(data, f, month_start: dt.date) -> float:
     nxt = (month_start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
     (v,) = data.frame(
         "SELECT coalesce(sum(cost_usd + coalesce(idle_share_usd, 0)), 0) FROM cost_daily "
-        f"WHERE date >= ? AND date < ? AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL}",
+        f"WHERE date >= ? AND date < ? AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL_SQL}",
         [month_start, nxt, f.tenant, f.tenant, f.model, f.model],
     ).row(0)
     return float(v)
@@ -69,7 +68,7 @@ def layout(ctx, f):
     lost = int(health.filter(pl.col("kind") == "lost")["gpus"].sum() or 0)
     pending = data.frame(
         "SELECT job_id, tenant, gpu_model, gpus, submitted_at, queue_s FROM job_stats WHERE status = 'pending' "
-        f"AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL} ORDER BY submitted_at LIMIT 200",
+        f"AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL_SQL} ORDER BY submitted_at LIMIT 200",
         [f.tenant, f.tenant, f.model, f.model],
     )
     tot = (

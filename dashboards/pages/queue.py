@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 
 from dashboards import figures
+from dashboards.filters import BOTH_SQL
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/queue"
 NAME = "Queue"
-FILTERS = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def quantiles(data, f) -> dict[str, pl.DataFrame]:
@@ -20,7 +20,7 @@ def quantiles(data, f) -> dict[str, pl.DataFrame]:
         "'gpu_model' WHEN grouping(tenant) = 0 THEN 'tenant' ELSE 'all' END AS dim, "
         "coalesce(CAST(size_bucket AS VARCHAR), gpu_model, tenant, '(none)') AS key, count(*) AS jobs, "
         "quantile_cont(queue_s / 60, [0.1, 0.25, 0.5, 0.75, 0.9]) AS q, avg(queue_s / 60) AS mean "
-        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {FILTERS} "
+        f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {BOTH_SQL} "
         "GROUP BY GROUPING SETS ((size_bucket), (gpu_model), (tenant), ())",
         [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
     )
@@ -43,13 +43,13 @@ def layout(ctx, f):
     jobs, p90 = (overall["jobs"][0], overall["p90"][0]) if overall.height else (0, None)
     pending = data.frame(
         "SELECT gpu_model, tenant, count(*) AS jobs, sum(gpus) AS gpus, max(queue_s) / 60 AS longest_wait_min "
-        f"FROM job_stats WHERE status = 'pending' AND {FILTERS} GROUP BY ALL ORDER BY 3 DESC",
+        f"FROM job_stats WHERE status = 'pending' AND {BOTH_SQL} GROUP BY ALL ORDER BY 3 DESC",
         [f.tenant, f.tenant, f.model, f.model],
     )
     expansion = data.frame(
         "SELECT size_bucket, count(*) AS jobs, avg(expansion) AS expansion_mean, "
         "quantile_cont(expansion, 0.9) AS expansion_p90 FROM job_stats "
-        f"WHERE date BETWEEN ? AND ? AND expansion IS NOT NULL AND {FILTERS} GROUP BY 1 ORDER BY 1",
+        f"WHERE date BETWEEN ? AND ? AND expansion IS NOT NULL AND {BOTH_SQL} GROUP BY 1 ORDER BY 1",
         params,
     )
     return [

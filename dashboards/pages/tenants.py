@@ -5,12 +5,11 @@ from __future__ import annotations
 import polars as pl
 
 from dashboards import figures
+from dashboards.filters import BOTH_SQL, TENANT_SQL
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/tenants"
 NAME = "Tenants"
-TENANT = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?)"
-MODEL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def use(data, f) -> pl.DataFrame:
@@ -21,7 +20,7 @@ def use(data, f) -> pl.DataFrame:
         f"sum(busy_gpu_hours) / {hours} AS busy_gpus_mean, "
         "100 * sum(busy_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS efficiency_pct, "
         "sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {TENANT} AND {MODEL} GROUP BY ALL ORDER BY 1, 2",
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 1, 2",
         [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
     )
 
@@ -33,7 +32,7 @@ def quotas(data, f) -> pl.DataFrame:
         "SELECT tenant, coalesce(gpu_model, 'all models') AS gpu_model, quota_gpus, "
         "allocated_gpus AS allocated_gpus_now, "
         "allocated_gpus > quota_gpus AS over_quota, fairshare, idle_gpus_now FROM decisions "
-        f"WHERE computed_at = (SELECT max(computed_at) FROM decisions) AND {TENANT} "
+        f"WHERE computed_at = (SELECT max(computed_at) FROM decisions) AND {TENANT_SQL} "
         "AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ? OR gpu_model IS NULL) ORDER BY 1, 2",
         [f.tenant, f.tenant, f.model, f.model],
     )
@@ -43,7 +42,7 @@ def cost(data, f) -> pl.DataFrame:
     return data.frame(
         "SELECT tenant, sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd, "
         "sum(cost_usd + idle_share_usd) AS total_usd FROM cost_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {TENANT} AND {MODEL} GROUP BY 1 ORDER BY 4 DESC",
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY 1 ORDER BY 4 DESC",
         [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
     )
 
@@ -53,7 +52,7 @@ def burn_down(data, f) -> pl.DataFrame:
     month = f.end.replace(day=1)
     return data.frame(
         "WITH d AS (SELECT tenant, date AS day, sum(cost_usd + idle_share_usd) AS usd FROM cost_daily "
-        f"WHERE date >= ? AND date <= ? AND tenant IS NOT NULL AND {TENANT} GROUP BY ALL) "
+        f"WHERE date >= ? AND date <= ? AND tenant IS NOT NULL AND {TENANT_SQL} GROUP BY ALL) "
         "SELECT d.tenant, d.day, sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) AS spent_usd, "
         "t.budget_usd_per_month AS budget_usd, "
         "100 * sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) / t.budget_usd_per_month AS budget_used_pct "

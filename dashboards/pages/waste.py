@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dashboards import figures
+from dashboards.filters import BOTH_SQL
 from dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/waste"
 NAME = "Waste"
-FILTERS = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
 
 
 def by_tenant(data, f):
@@ -16,9 +16,9 @@ def by_tenant(data, f):
     return data.frame(
         "WITH idle AS (SELECT tenant, gpu_model, sum(idle_gpu_hours) AS idle_gpu_hours, "
         "sum(allocated_gpu_hours) AS allocated_gpu_hours FROM job_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL), "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL), "
         "price AS (SELECT tenant, gpu_model, sum(cost_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour "
-        f"FROM cost_daily WHERE date BETWEEN ? AND ? AND {FILTERS} GROUP BY ALL) "
+        f"FROM cost_daily WHERE date BETWEEN ? AND ? AND {BOTH_SQL} GROUP BY ALL) "
         "SELECT tenant, sum(idle_gpu_hours) AS idle_gpu_hours, "
         "100 * sum(idle_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS idle_pct_of_allocated, "
         "sum(idle_gpu_hours * usd_per_gpu_hour) AS idle_cost_usd "
@@ -35,13 +35,13 @@ def layout(ctx, f):
     p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
     trend = data.frame(
         "SELECT CAST(date AS TIMESTAMP) AS day, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {FILTERS} GROUP BY ALL ORDER BY 2, 1",
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 2, 1",
         p,
     )
     jobs = data.frame(
         "SELECT job_id, tenant, gpu_model, gpus, status, allocated_gpu_hours, idle_gpu_hours, efficiency, "
         "cost_usd * idle_gpu_hours / nullif(allocated_gpu_hours, 0) AS idle_cost_usd FROM job_stats "
-        f"WHERE date BETWEEN ? AND ? AND idle_gpu_hours > 0 AND {FILTERS} ORDER BY idle_gpu_hours DESC LIMIT 20",
+        f"WHERE date BETWEEN ? AND ? AND idle_gpu_hours > 0 AND {BOTH_SQL} ORDER BY idle_gpu_hours DESC LIMIT 20",
         p,
     )
     return [
