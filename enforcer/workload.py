@@ -1,0 +1,205 @@
+"""What a workload asks for: GPUs (whole, or MIG slices), the GPU model if it names one, and where its pod template is.
+
+Pure functions over the object of an AdmissionReview (a dict, as the API server sends it). Kinds:
+- Pod: its own spec.
+- Job (batch/v1): spec.template x parallelism (default 1): the pods that run at once.
+- JobSet (jobset.x-k8s.io): each replicatedJob's Job template x its replicas (default 1) x the Job's parallelism.
+- RayJob / RayCluster (ray.io): the head group (one pod) plus each worker group's template x replicas.
+- Workload (kueue.x-k8s.io): each podSet's template x count.
+
+A pod's GPUs follow Kubernetes' effective request: max(the sum over its containers, the largest init container),
+from limits (an extended resource's request must equal its limit, and defaults to it). A GPU quantity must be a
+whole, non-negative number of GPUs: "1.5", "500m", "abc" or -1 is an AskError naming the container and value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-1g.10gb: one MIG slice of that profile
+MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
+_WHOLE = re.compile(r"^\+?[0-9]+$")
+
+
+class AskError(ValueError):
+    """A GPU request the webhook cannot read: the message names the place and the value."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """One pod template inside the object: where it is (a JSON Pointer, for patches) and how many run at once."""
+
+    pointer: str  # "" for a Pod itself; "/spec/template" for a Job; ...
+    replicas: int
+    gpus: int  # whole GPUs per pod
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices per pod
+    model: str | None = None  # the GPU model the pod's node selector or affinity names
+
+
+@dataclass(frozen=True)
+class Ask:
+    kind: str
+    templates: tuple[Template, ...]
+
+    @property
+    def gpus(self) -> int:
+        return sum(t.gpus * t.replicas for t in self.templates)
+
+    @property
+    def mig(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.templates:
+            for profile, n in t.mig.items():
+                out[profile] = out.get(profile, 0) + n * t.replicas
+        return out
+
+    @property
+    def model(self) -> str | None:
+        models = {t.model for t in self.templates if t.model and (t.gpus or t.mig)}
+        return models.pop() if len(models) == 1 else None
+
+    @property
+    def asks_gpus(self) -> bool:
+        return self.gpus > 0 or bool(self.mig)
+
+
+def quantity(value, where: str) -> int:
+    """A GPU count from a resource quantity: an int, or a string of digits. Anything else is an AskError."""
+    if isinstance(value, bool):
+        raise AskError(f"{where}: {value!r} is not a number of GPUs")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and _WHOLE.match(value.strip()):
+        n = int(value.strip())
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    else:
+        raise AskError(f"{where}: {value!r} is not a whole number of GPUs (GPUs cannot be split by quantity)")
+    if n < 0:
+        raise AskError(f"{where}: {value!r} is negative")
+    return n
+
+
+def _count(value, where: str, default: int = 1) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AskError(f"{where}: {value!r} is not a count of pods")
+    return value
+
+
+def _container_gpus(c: dict, where: str) -> tuple[int, dict[str, int]]:
+    res = c.get("resources") or {}
+    if not isinstance(res, dict):
+        raise AskError(f"{where}.resources: expected an object")
+    limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    if not isinstance(limits, dict) or not isinstance(requests, dict):
+        raise AskError(f"{where}.resources: limits and requests must be objects")
+    gpus, mig = 0, {}
+    for key in {*limits, *requests}:
+        if key != GPU and not key.startswith(MIG_PREFIX):
+            continue
+        given = limits.get(key, requests.get(key))
+        n = quantity(given, f"{where}.resources.{'limits' if key in limits else 'requests'}[{key}]")
+        if key in limits and key in requests and quantity(requests[key], f"{where}.resources.requests[{key}]") != n:
+            raise AskError(f"{where}.resources: {key} request {requests[key]!r} differs from its limit {given!r}")
+        if key == GPU:
+            gpus = n
+        elif n:
+            mig[key[len(MIG_PREFIX) :]] = n
+    return gpus, mig
+
+
+def _model(spec: dict) -> str | None:
+    sel = spec.get("nodeSelector") or {}
+    for label in MODEL_LABELS:
+        if isinstance(sel, dict) and isinstance(sel.get(label), str):
+            return sel[label]
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms", [])
+    )
+    for term in terms if isinstance(terms, list) else []:
+        for e in (term or {}).get("matchExpressions", []) or []:
+            if e.get("key") in MODEL_LABELS and e.get("operator") == "In" and len(e.get("values") or []) == 1:
+                return e["values"][0]
+    return None
+
+
+def pod_spec_gpus(spec, where: str) -> tuple[int, dict[str, int], str | None]:
+    """(whole GPUs, MIG slices, model) of one pod spec, by the effective-request rule."""
+    if not isinstance(spec, dict):
+        raise AskError(f"{where}: expected a pod spec object")
+    containers = spec.get("containers")
+    if not isinstance(containers, list):
+        raise AskError(f"{where}.containers: missing or not a list")
+    total, mig = 0, {}
+    for i, c in enumerate(containers):
+        g, m = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.containers[{i}]")
+        total += g
+        for k, n in m.items():
+            mig[k] = mig.get(k, 0) + n
+    init = spec.get("initContainers") or []
+    for i, c in enumerate(init if isinstance(init, list) else []):
+        g, m = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.initContainers[{i}]")
+        total = max(total, g)
+        for k, n in m.items():
+            mig[k] = max(mig.get(k, 0), n)
+    return total, mig, _model(spec)
+
+
+def _template(obj: dict, pointer: str, replicas: int) -> Template:
+    node = obj
+    for part in pointer.strip("/").split("/") if pointer else []:
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            raise AskError(f"{'.'.join(pointer.strip('/').split('/'))}: missing")
+    where = ".".join([*pointer.strip("/").split("/"), "spec"]) if pointer else "spec"
+    spec = node.get("spec") if isinstance(node, dict) else None
+    if spec is None:
+        raise AskError(f"{where}: missing (an object without a pod spec)")
+    gpus, mig, model = pod_spec_gpus(spec, where)
+    return Template(pointer, replicas, gpus, mig, model)
+
+
+def ask(kind: str, obj) -> Ask:
+    """The GPUs `obj` (of Kubernetes `kind`) runs at once. Kinds without pods ask for nothing."""
+    if not isinstance(obj, dict):
+        raise AskError("object: expected a Kubernetes object")
+    spec = obj.get("spec")
+    if kind == "Pod":
+        return Ask(kind, (_template(obj, "", 1),))
+    if kind not in ("Job", "JobSet", "RayJob", "RayCluster", "Workload"):
+        return Ask(kind, ())
+    if not isinstance(spec, dict):
+        raise AskError("object.spec: missing (an object without spec)")
+    if kind == "Job":
+        return Ask(kind, (_template(obj, "/spec/template", _count(spec.get("parallelism"), "spec.parallelism")),))
+    if kind == "JobSet":
+        out = []
+        for i, rj in enumerate(spec.get("replicatedJobs") or []):
+            replicas = _count(rj.get("replicas"), f"spec.replicatedJobs[{i}].replicas")
+            job = (rj.get("template") or {}).get("spec") or {}
+            par = _count(job.get("parallelism"), f"spec.replicatedJobs[{i}].template.spec.parallelism")
+            out.append(_template(obj, f"/spec/replicatedJobs/{i}/template/spec/template", replicas * par))
+        return Ask(kind, tuple(out))
+    if kind in ("RayJob", "RayCluster"):
+        base = "/spec/rayClusterSpec" if kind == "RayJob" else "/spec"
+        cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
+        if not isinstance(cluster, dict):
+            return Ask(kind, ())  # a RayJob on an existing cluster (clusterSelector) starts no GPU pods
+        out = [_template(obj, f"{base}/headGroupSpec/template", 1)] if cluster.get("headGroupSpec") else []
+        for i, g in enumerate(cluster.get("workerGroupSpecs") or []):
+            n = _count(g.get("replicas", g.get("minReplicas")), f"{base[1:]}.workerGroupSpecs[{i}].replicas")
+            out.append(_template(obj, f"{base}/workerGroupSpecs/{i}/template", n))
+        return Ask(kind, tuple(out))
+    out = []  # kueue Workload
+    for i, ps in enumerate(spec.get("podSets") or []):
+        out.append(_template(obj, f"/spec/podSets/{i}/template", _count(ps.get("count"), f"spec.podSets[{i}].count")))
+    return Ask(kind, tuple(out))
