@@ -1,0 +1,128 @@
+"""AdmissionReview `admission.k8s.io/v1` in and out: pure functions, no I/O.
+
+`parse` turns a request body into a Review or raises ReviewError with the HTTP status to answer (400 for what is
+not a v1 AdmissionReview with a request and a uid, 413 for a body over the limit) and a message naming the field.
+The responses follow the Kubernetes documentation's examples (tests compare them with the verbatim copies in
+tests/fixtures/admission): the request's uid echoed; a denial with status.code 403 and a message (the API server
+forces any code under 400 to 400); warnings of at most 120 characters each (longer ones may be truncated, and
+past 4,096 characters in all they are dropped); a JSONPatch, base64-encoded, with patchType.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+# The API server caps an object at ~1.5 MiB in etcd and a request body at 3 MiB; a review carries object and
+# oldObject, so twice that is the most a real one holds.
+MAX_BODY_BYTES = 6 * 1024 * 1024
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+WARNING_MAX_CHARS = 120
+WARNINGS_TOTAL_CHARS = 4096
+
+
+class ReviewError(ValueError):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Review:
+    uid: str
+    kind: str  # request.kind.kind: Pod, Job, ...
+    group: str
+    version: str
+    namespace: str
+    name: str  # "" on CREATE with generateName
+    operation: str
+    dry_run: bool
+    obj: dict | None  # null for DELETE
+    labels: dict = field(default_factory=dict)
+
+
+def parse(body: bytes) -> Review:
+    if len(body) > MAX_BODY_BYTES:
+        raise ReviewError(413, f"request body of {len(body):,} bytes is over the {MAX_BODY_BYTES:,}-byte limit")
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReviewError(400, f"request body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ReviewError(400, "request body: expected an AdmissionReview object")
+    if doc.get("apiVersion") != API_VERSION:
+        raise ReviewError(400, f"apiVersion {doc.get('apiVersion')!r}: only {API_VERSION} is served")
+    if doc.get("kind") != KIND:
+        raise ReviewError(400, f"kind {doc.get('kind')!r}: expected {KIND}")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise ReviewError(400, "request: missing (an AdmissionReview must carry a request)")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError(400, "request.uid: missing or not a string (it must be echoed in the response)")
+    gvk = req.get("kind")
+    if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str):
+        raise ReviewError(400, "request.kind: expected {group, version, kind}")
+    op = req.get("operation", "CREATE")
+    if op not in OPERATIONS:
+        raise ReviewError(400, f"request.operation {op!r}: expected one of {', '.join(OPERATIONS)}")
+    obj = req.get("object")
+    if obj is not None and not isinstance(obj, dict):
+        raise ReviewError(400, "request.object: expected an object or null")
+    dry = req.get("dryRun", False)
+    if dry is None:
+        dry = False
+    if not isinstance(dry, bool):
+        raise ReviewError(400, f"request.dryRun {dry!r}: expected true or false")
+    meta = (obj or {}).get("metadata") or {}
+    labels = meta.get("labels") if isinstance(meta, dict) and isinstance(meta.get("labels"), dict) else {}
+    return Review(
+        uid=uid,
+        kind=gvk["kind"],
+        group=str(gvk.get("group") or ""),
+        version=str(gvk.get("version") or ""),
+        namespace=str(req.get("namespace") or ""),
+        name=str(req.get("name") or (meta.get("name") if isinstance(meta, dict) else "") or ""),
+        operation=op,
+        dry_run=dry,
+        obj=obj,
+        labels=labels,
+    )
+
+
+def _review(response: dict) -> dict:
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def fit_warnings(warnings) -> list[str]:
+    """Each at most 120 characters (cut with an ellipsis), and no more than 4,096 characters in all."""
+    out, total = [], 0
+    for w in warnings:
+        w = w if len(w) <= WARNING_MAX_CHARS else w[: WARNING_MAX_CHARS - 1] + "…"
+        if total + len(w) > WARNINGS_TOTAL_CHARS:
+            break
+        out.append(w)
+        total += len(w)
+    return out
+
+
+def allow(uid: str, warnings=(), patch: list[dict] | None = None) -> dict:
+    response: dict = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    w = fit_warnings(warnings)
+    if w:
+        response["warnings"] = w
+    return _review(response)
+
+
+def deny(uid: str, message: str, reason: str = "Forbidden", code: int = 403, warnings=()) -> dict:
+    response: dict = {"uid": uid, "allowed": False, "status": {"code": code, "reason": reason, "message": message}}
+    w = fit_warnings(warnings)
+    if w:
+        response["warnings"] = w
+    return _review(response)
