@@ -1,0 +1,120 @@
+"""The policies: pure functions from (what is asked, the decision table's row, what was just admitted) to a verdict.
+
+No I/O and no query: the decision table is the analytics' `decisions` output, loaded into memory by the server.
+Each policy runs in a mode: `enforce` (a breach denies), `warn` (a breach admits with a warning) or `dry-run`
+(a breach is recorded in the audit only). Messages name the tenant, the policy and the numbers, in words a user
+reads in `kubectl`'s output: "tenant vision uses 14 of 16 NVIDIA H100 80GB HBM3 GPUs; this Job asks 4".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MODES = ("enforce", "warn", "dry-run")
+POLICIES = ("quota", "budget", "idle-hog", "fair-share")
+ANY_MODEL = "any model"
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    """What the decision table says of one tenant and GPU model (model None: all models together)."""
+
+    tenant: str
+    gpu_model: str | None
+    allocated_gpus: float
+    quota_gpus: float | None  # None: no quota
+    budget_usd: float | None = None
+    spent_usd: float = 0.0
+    idle_gpus_now: float = 0.0
+    fairshare: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    policy: str
+    mode: str
+    breach: bool  # the policy's rule is broken (deny in enforce mode)
+    message: str
+    warning: bool = False  # a notice short of a breach (budget at 80%), sent as a warning in every mode
+
+
+def quota(row: TenantRow | None, asked: int, recent: float, what: str, mode: str) -> Verdict | None:
+    """Concurrent GPUs: allocated (decision table) + admitted in the last seconds (not yet in it) + asked <= quota."""
+    if row is None or row.quota_gpus is None or asked <= 0:
+        return None
+    held = row.allocated_gpus + recent
+    model = row.gpu_model or ANY_MODEL
+    if held + asked <= row.quota_gpus + 1e-9:
+        return Verdict("quota", mode, False, "")
+    return Verdict(
+        "quota",
+        mode,
+        True,
+        f"tenant {row.tenant} uses {_n(held)} of {_n(row.quota_gpus)} {model} GPUs; this {what} asks {asked} "
+        f"(quota exceeded by {_n(held + asked - row.quota_gpus)})",
+    )
+
+
+def budget(row: TenantRow | None, asked: int, what: str, mode: str, warn_at_pct: float = 80.0) -> Verdict | None:
+    """Monthly USD budget: a breach once spent; a warning from `warn_at_pct`."""
+    if row is None or row.budget_usd is None or row.budget_usd <= 0 or asked <= 0:
+        return None
+    pct = 100 * row.spent_usd / row.budget_usd
+    spent = f"tenant {row.tenant} has spent ${row.spent_usd:,.0f} of its ${row.budget_usd:,.0f} monthly budget"
+    if row.spent_usd >= row.budget_usd:
+        return Verdict("budget", mode, True, f"{spent} ({pct:.0f}%); this {what} asks {asked} more GPUs")
+    if pct >= warn_at_pct:
+        return Verdict("budget", mode, False, f"{spent} ({pct:.0f}%)", warning=True)
+    return Verdict("budget", mode, False, "")
+
+
+def idle_hog(
+    row: TenantRow | None, asked: int, what: str, mode: str, max_idle_gpus: float, idle_jobs: tuple[str, ...] = ()
+) -> Verdict | None:
+    """A tenant holding more than `max_idle_gpus` allocated-but-idle GPUs gets no new GPU workloads."""
+    if row is None or asked <= 0 or row.idle_gpus_now <= max_idle_gpus:
+        return None
+    named = f": {', '.join(idle_jobs[:5])}{' and more' if len(idle_jobs) > 5 else ''}" if idle_jobs else ""
+    return Verdict(
+        "idle-hog",
+        mode,
+        True,
+        f"tenant {row.tenant} holds {_n(row.idle_gpus_now)} idle GPUs (more than {_n(max_idle_gpus)} allowed){named}; "
+        f"free them before this {what} asks {asked} more",
+    )
+
+
+def priority_class(fairshare: float | None, classes: tuple[tuple[float, str], ...]) -> str | None:
+    """The class of the first threshold the factor reaches: classes sorted high to low, e.g.
+    ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low")). Slurm's factor: 0.5 = at its share."""
+    if fairshare is None or not math.isfinite(fairshare):
+        return None
+    for threshold, name in classes:
+        if fairshare >= threshold:
+            return name
+    return classes[-1][1] if classes else None
+
+
+def priority_patch(kind: str, obj: dict, cls: str) -> list[dict]:
+    """JSON Patch setting the priority the Kubernetes way for each kind, never a Pod's priorityClassName.
+
+    The Priority admission plugin runs before webhooks and fills spec.priority from priorityClassName; a webhook
+    changing the name afterwards makes the API server reject the pod. So: the Kueue label
+    `kueue.x-k8s.io/priority-class` on the workload (Kueue's WorkloadPriorityClass), and for a plain Job its pod
+    template's priorityClassName (the Job controller creates the pods after that). A Pod is left alone.
+    """
+    if kind == "Pod":
+        return []
+    labels = (obj.get("metadata") or {}).get("labels")
+    ops = []
+    if labels is None:
+        ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+    ops.append({"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": cls})
+    if kind == "Job":
+        ops.append({"op": "add", "path": "/spec/template/spec/priorityClassName", "value": cls})
+    return ops
+
+
+def _n(x: float) -> str:
+    return f"{x:g}" if float(x).is_integer() else f"{x:.1f}"

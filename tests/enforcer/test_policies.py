@@ -1,0 +1,74 @@
+"""Each policy on numbers worked out by hand, and the priority patch for each kind."""
+
+import pytest
+
+from enforcer.policies import TenantRow, budget, idle_hog, priority_class, priority_patch, quota
+
+H100 = "NVIDIA H100 80GB HBM3"
+ROW = TenantRow(
+    "vision", H100, allocated_gpus=14, quota_gpus=16, budget_usd=10_000, spent_usd=8_500, idle_gpus_now=3, fairshare=0.3
+)
+
+
+def test_quota_within_and_over():
+    assert not quota(ROW, 2, 0, "Pod", "enforce").breach  # 14 + 2 = 16: at the quota is allowed
+    v = quota(ROW, 4, 0, "Job", "enforce")
+    assert v.breach and v.message == f"tenant vision uses 14 of 16 {H100} GPUs; this Job asks 4 (quota exceeded by 2)"
+
+
+def test_quota_counts_what_was_just_admitted():
+    """A burst: the decision table does not know the last seconds' admissions yet."""
+    assert quota(ROW, 1, 1, "Pod", "enforce").breach is False  # 14 + 1 + 1 = 16
+    v = quota(ROW, 1, 2, "Pod", "enforce")
+    assert v.breach and "uses 16 of 16" in v.message
+
+
+def test_no_quota_or_no_gpus_is_no_verdict():
+    assert quota(TenantRow("t", None, 100, None), 8, 0, "Pod", "enforce") is None
+    assert quota(ROW, 0, 0, "Pod", "enforce") is None
+    assert quota(None, 4, 0, "Pod", "enforce") is None
+
+
+def test_budget_warns_at_80_percent_and_breaks_when_spent():
+    v = budget(ROW, 1, "Pod", "enforce")
+    assert (
+        not v.breach
+        and v.warning
+        and v.message == ("tenant vision has spent $8,500 of its $10,000 monthly budget (85%)")
+    )
+    spent = TenantRow("vision", None, 0, None, budget_usd=10_000, spent_usd=10_250)
+    v = budget(spent, 2, "Job", "warn")
+    assert v.breach and v.mode == "warn" and v.message.endswith("(102%); this Job asks 2 more GPUs")
+    low = TenantRow("vision", None, 0, None, budget_usd=10_000, spent_usd=100)
+    assert (
+        budget(low, 1, "Pod", "enforce") == budget(low, 1, "Pod", "enforce")
+        and not budget(low, 1, "Pod", "enforce").warning
+    )
+
+
+def test_idle_hog_names_the_idle_jobs():
+    v = idle_hog(ROW, 1, "Pod", "enforce", max_idle_gpus=2, idle_jobs=("train-a", "train-b"))
+    assert v.breach and v.message == (
+        "tenant vision holds 3 idle GPUs (more than 2 allowed): train-a, train-b; free them before this Pod asks 1 more"
+    )
+    assert idle_hog(ROW, 1, "Pod", "enforce", max_idle_gpus=3) is None
+
+
+@pytest.mark.parametrize(
+    "factor,cls", [(0.9, "gpu-high"), (0.5, "gpu-high"), (0.3, "gpu-normal"), (0.01, "gpu-low"), (None, None)]
+)
+def test_fair_share_maps_to_a_class(factor, cls):
+    classes = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
+    assert priority_class(factor, classes) == cls
+
+
+def test_priority_goes_on_the_template_or_the_kueue_label_never_a_pod():
+    assert priority_patch("Pod", {"metadata": {}, "spec": {}}, "gpu-high") == []
+    ops = priority_patch("Job", {"metadata": {}}, "gpu-low")
+    assert ops == [
+        {"op": "add", "path": "/metadata/labels", "value": {}},
+        {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": "gpu-low"},
+        {"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "gpu-low"},
+    ]
+    ops = priority_patch("JobSet", {"metadata": {"labels": {"a": "b"}}}, "gpu-high")
+    assert ops == [{"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": "gpu-high"}]
