@@ -1,0 +1,159 @@
+"""One admission decision: the review, the decision table and the recent admissions in; the response and its audit
+row out. Pure (the clock and the table are arguments), so every policy x mode is tested without a server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import deque
+from dataclasses import dataclass, field
+
+from enforcer import policies
+from enforcer.review import Review, allow, deny
+from enforcer.workload import AskError, ask
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The enforcer's policy settings (validated once, from the config's [enforcer] table)."""
+
+    tenant_of_namespace: dict[str, str]
+    modes: dict[str, str] = field(
+        default_factory=lambda: {"quota": "enforce", "budget": "warn", "idle-hog": "warn", "fair-share": "enforce"}
+    )
+    budget_warn_pct: float = 80.0
+    idle_max_gpus: float = 4.0
+    priority_classes: tuple[tuple[float, str], ...] = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
+    max_table_age_s: float = 900.0
+    failure_mode: str = "allow"  # what a stale or missing table does: allow (with a warning) or deny
+    burst_window_s: float = 30.0
+    policy_version: str = "v1"
+
+
+@dataclass
+class Table:
+    """The decision table in memory: (tenant, model or None) -> row, with when the analytics computed it."""
+
+    rows: dict[tuple[str, str | None], policies.TenantRow]
+    computed_at: dt.datetime | None
+    idle_jobs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Recent:
+    """GPUs this replica admitted in the last seconds, per (tenant, model): not in the decision table yet."""
+
+    def __init__(self, window_s: float):
+        self.window_s = window_s
+        self._events: deque[tuple[float, str, str | None, int]] = deque()
+
+    def add(self, now_s: float, tenant: str, model: str | None, gpus: int) -> None:
+        self._events.append((now_s, tenant, model, gpus))
+
+    def gpus(self, now_s: float, tenant: str, model: str | None) -> int:
+        while self._events and self._events[0][0] < now_s - self.window_s:
+            self._events.popleft()
+        return sum(g for _, t, m, g in self._events if t == tenant and (model is None or m == model))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    response: dict
+    decision: str  # allow, warn, deny
+    policy: str | None
+    mode: str | None
+    reason: str
+    tenant: str | None
+    gpu_model: str | None
+    gpus: float
+
+
+def decide(review: Review, table: Table | None, s: Settings, recent: Recent, now: dt.datetime, mutate: bool = False):
+    uid = review.uid
+    tenant = s.tenant_of_namespace.get(review.namespace)
+    if review.operation not in ("CREATE", "UPDATE") or review.obj is None:
+        return Outcome(allow(uid), "allow", None, None, "", tenant, None, 0)
+    try:
+        a = ask(review.kind, review.obj)
+    except AskError as e:
+        msg = f"{review.kind} {review.namespace}/{review.name or '(generated)'}: {e}"
+        return Outcome(
+            deny(uid, msg, reason="BadRequest", code=400), "deny", "request", "enforce", msg, tenant, None, 0
+        )
+    if not a.asks_gpus or tenant is None:
+        why = "" if a.asks_gpus is False else f"namespace {review.namespace} belongs to no tenant: not checked"
+        return Outcome(
+            allow(uid, [why] if why else ()), "warn" if why else "allow", None, None, why, tenant, a.model, a.gpus
+        )
+    what = review.kind
+    age = (now - table.computed_at).total_seconds() if table and table.computed_at else None
+    if age is None or age > s.max_table_age_s:
+        why = (
+            "gpuledger has no decision table yet"
+            if age is None
+            else f"gpuledger's decision table is {age / 60:.0f} min old (limit {s.max_table_age_s / 60:.0f} min)"
+        )
+        if s.failure_mode == "deny":
+            msg = f"{why}; GPU workloads are refused until it is fresh (failure mode deny)"
+            return Outcome(
+                deny(uid, msg, reason="ServiceUnavailable", code=503),
+                "deny",
+                "stale-table",
+                "enforce",
+                msg,
+                tenant,
+                a.model,
+                a.gpus,
+            )
+        msg = f"{why}: admitted unchecked"
+        return Outcome(allow(uid, [msg]), "warn", "stale-table", "warn", msg, tenant, a.model, a.gpus)
+    now_s = now.timestamp()
+    verdicts = []
+    for model in ([a.model] if a.model else []) + [None]:
+        row = table.rows.get((tenant, model))
+        held_recent = recent.gpus(now_s, tenant, model)
+        verdicts.append(policies.quota(row, a.gpus, held_recent, what, s.modes["quota"]))
+        if model is None:
+            verdicts.append(policies.budget(row, a.gpus, what, s.modes["budget"], s.budget_warn_pct))
+            verdicts.append(
+                policies.idle_hog(
+                    row, a.gpus, what, s.modes["idle-hog"], s.idle_max_gpus, table.idle_jobs.get(tenant, ())
+                )
+            )
+    verdicts = [v for v in verdicts if v is not None]
+    denials = [v for v in verdicts if v.breach and v.mode == "enforce"]
+    warnings = [v.message for v in verdicts if (v.breach and v.mode == "warn") or v.warning]
+    dry = [v for v in verdicts if v.breach and v.mode == "dry-run"]
+    if denials:
+        first = denials[0]
+        return Outcome(
+            deny(uid, first.message, warnings=warnings),
+            "deny",
+            first.policy,
+            first.mode,
+            first.message,
+            tenant,
+            a.model,
+            a.gpus,
+        )
+    patch = []
+    if mutate and s.modes["fair-share"] != "dry-run":
+        row = table.rows.get((tenant, None))
+        cls = policies.priority_class(row.fairshare if row else None, s.priority_classes)
+        if cls:
+            patch = policies.priority_patch(review.kind, review.obj, cls)
+    if not review.dry_run:
+        recent.add(now_s, tenant, a.model, a.gpus)
+    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] or dry
+    policy = noted[0].policy if noted else None
+    mode = noted[0].mode if noted else None
+    reason = "; ".join(v.message for v in noted)
+    return Outcome(
+        allow(uid, warnings, patch or None),
+        "warn" if warnings else "allow",
+        policy,
+        mode,
+        reason,
+        tenant,
+        a.model,
+        a.gpus,
+    )

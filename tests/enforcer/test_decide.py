@@ -1,0 +1,149 @@
+"""Every policy in every mode, a burst against a quota, a stale table, bad quantities: the decision, end to end
+from a (derived) real AdmissionReview to the response."""
+
+import copy
+import datetime as dt
+import json
+
+import pytest
+
+from enforcer.decide import Recent, Settings, Table, decide
+from enforcer.policies import TenantRow
+from enforcer.review import parse
+
+from conftest import REPO
+
+NOW = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+H100 = "NVIDIA-H100-80GB-HBM3"
+RAW = json.loads((REPO / "tests" / "fixtures" / "admission" / "kubewarden_loadtesting_pod_create_v1.json").read_text())
+
+
+def review(gpus, namespace="vision-train", dry_run=False, kind="Pod"):
+    """DERIVED from the kubewarden Pod CREATE: namespace changed, GPUs on its first container, an H100 selector."""
+    doc = copy.deepcopy(RAW)
+    req = doc["request"]
+    req["namespace"], req["dryRun"] = namespace, dry_run
+    spec = req["object"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": H100}
+    if kind == "Job":
+        req["kind"] = {"group": "batch", "version": "v1", "kind": "Job"}
+        req["object"] = {"metadata": {"name": "train"}, "spec": {"parallelism": 2, "template": {"spec": spec}}}
+    return parse(json.dumps(doc).encode())
+
+
+def table(**kw):
+    row = dict(tenant="vision", gpu_model=H100, allocated_gpus=14, quota_gpus=16)
+    total = dict(
+        tenant="vision",
+        gpu_model=None,
+        allocated_gpus=20,
+        quota_gpus=None,
+        budget_usd=1000,
+        spent_usd=100,
+        idle_gpus_now=0,
+        fairshare=0.6,
+    )
+    total.update(kw)
+    return Table({("vision", H100): TenantRow(**row), ("vision", None): TenantRow(**total)}, NOW, {"vision": ("j-1",)})
+
+
+def settings(**modes):
+    m = {"quota": "enforce", "budget": "enforce", "idle-hog": "enforce", "fair-share": "enforce"} | modes
+    return Settings({"vision-train": "vision"}, modes=m, idle_max_gpus=2)
+
+
+def run(r, t=None, s=None, recent=None, mutate=False, now=NOW):
+    return decide(r, t or table(), s or settings(), recent or Recent(30), now, mutate)
+
+
+def test_within_every_policy_is_allowed_plainly():
+    o = run(review("2"))
+    assert o.decision == "allow" and o.response["response"] == {"uid": RAW["request"]["uid"], "allowed": True}
+
+
+@pytest.mark.parametrize("mode,decision", [("enforce", "deny"), ("warn", "warn"), ("dry-run", "allow")])
+def test_quota_in_each_mode(mode, decision):
+    o = run(review("4"), s=settings(quota=mode))
+    r = o.response["response"]
+    assert o.decision == decision and o.policy == "quota" and o.mode == mode
+    msg = f"tenant vision uses 14 of 16 {H100} GPUs; this Pod asks 4 (quota exceeded by 2)"
+    assert o.reason == msg
+    if mode == "enforce":
+        assert r["allowed"] is False and r["status"] == {"code": 403, "reason": "Forbidden", "message": msg}
+    elif mode == "warn":
+        assert len(msg) <= 120 and r["allowed"] is True and r["warnings"] == [msg]
+    else:
+        assert r == {"uid": r["uid"], "allowed": True}
+
+
+@pytest.mark.parametrize("mode,decision", [("enforce", "deny"), ("warn", "warn"), ("dry-run", "allow")])
+def test_budget_in_each_mode(mode, decision):
+    o = run(review("1"), t=table(spent_usd=1200), s=settings(budget=mode))
+    assert o.decision == decision and o.policy == "budget"
+    assert "tenant vision has spent $1,200 of its $1,000 monthly budget (120%)" in o.reason
+
+
+def test_budget_warns_at_80_percent_in_every_mode():
+    for mode in ("enforce", "warn", "dry-run"):
+        o = run(review("1"), t=table(spent_usd=850), s=settings(budget=mode))
+        assert o.decision == "warn" and o.response["response"]["warnings"] == [
+            "tenant vision has spent $850 of its $1,000 monthly budget (85%)"
+        ]
+
+
+@pytest.mark.parametrize("mode,decision", [("enforce", "deny"), ("warn", "warn"), ("dry-run", "allow")])
+def test_idle_hog_in_each_mode(mode, decision):
+    o = run(review("1"), t=table(idle_gpus_now=3), s=settings(**{"idle-hog": mode}))
+    assert o.decision == decision and o.policy == "idle-hog" and "holds 3 idle GPUs" in o.reason and "j-1" in o.reason
+
+
+def test_fair_share_priority_is_patched_on_a_job_in_mutate_only():
+    import base64
+
+    o = run(review("1", kind="Job"), mutate=True)
+    ops = json.loads(base64.b64decode(o.response["response"]["patch"]))
+    assert [op["value"] for op in ops][-2:] == ["gpu-high", "gpu-high"]
+    assert "patch" not in run(review("1", kind="Job")).response["response"]  # /validate never patches
+    assert "patch" not in run(review("1"), mutate=True).response["response"]  # a Pod is never patched
+
+
+def test_a_burst_cannot_overrun_the_quota():
+    recent = Recent(30)
+    outcomes = [run(review("1"), recent=recent, now=NOW + dt.timedelta(seconds=i)) for i in range(5)]
+    assert [o.decision for o in outcomes] == ["allow", "allow", "deny", "deny", "deny"]  # 14 + 2 = 16
+    later = run(review("1"), recent=recent, now=NOW + dt.timedelta(seconds=60))  # the table has caught up by then
+    assert later.decision == "allow"
+
+
+def test_dry_run_requests_are_decided_but_not_counted():
+    recent = Recent(30)
+    for _ in range(3):
+        assert run(review("2", dry_run=True), recent=recent).decision == "allow"
+    assert run(review("2"), recent=recent).decision == "allow"
+
+
+def test_a_stale_table_falls_back_to_the_failure_mode():
+    o = run(review("8"), t=table(), now=NOW + dt.timedelta(hours=1))
+    assert o.decision == "warn" and o.policy == "stale-table"
+    assert o.response["response"]["warnings"] == [
+        "gpuledger's decision table is 60 min old (limit 15 min): admitted unchecked"
+    ]
+    s = Settings({"vision-train": "vision"}, failure_mode="deny")
+    o = run(review("8"), s=s, now=NOW + dt.timedelta(hours=1))
+    assert o.response["response"]["status"]["code"] == 503
+    assert run(review("8"), t=Table({}, None)).policy == "stale-table"
+
+
+@pytest.mark.parametrize("q", ["1.5", "500m", "abc", -1])
+def test_bad_gpu_quantities_are_a_clear_400_in_the_review(q):
+    o = run(review(q))
+    st = o.response["response"]["status"]
+    assert o.response["response"]["allowed"] is False and st["code"] == 400
+    assert st["message"].startswith("Pod vision-train/nginx: spec.containers[0].resources.limits[nvidia.com/gpu]")
+
+
+def test_no_gpus_or_no_tenant():
+    assert run(review("0")).decision == "allow"
+    o = run(review("2", namespace="elsewhere"))
+    assert o.decision == "warn" and "namespace elsewhere belongs to no tenant" in o.reason
