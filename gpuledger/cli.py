@@ -563,6 +563,99 @@ def dashboard(ctx: Ctx, port, host) -> None:
         server.server_close()
 
 
+# -- enforcer ------------------------------------------------------------------------------------------
+@main.group()
+def enforcer() -> None:
+    """The admission webhook: quota, budget, idle-hog and fair-share decisions from the analytics."""
+
+
+def _enforcer_settings(cfg):
+    from enforcer.decide import Settings
+
+    en = cfg.enforcer
+    return Settings(
+        cfg.tenant_of_namespace(),
+        modes={
+            "quota": en.quota_mode,
+            "budget": en.budget_mode,
+            "idle-hog": en.idle_hog_mode,
+            "fair-share": en.fair_share_mode,
+        },
+        budget_warn_pct=en.budget_warn_pct,
+        idle_max_gpus=en.idle_max_gpus,
+        max_table_age_s=en.max_table_age_s,
+        failure_mode=en.failure_mode,
+        burst_window_s=en.burst_window_s,
+        policy_version=en.policy_version,
+    )
+
+
+@enforcer.command(name="serve")
+@click.option("--cert", required=True, type=click.Path(exists=True, dir_okay=False), help="Serving certificate (PEM).")
+@click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True)
+@click.option("--host", default="0.0.0.0", show_default=True)
+@click.option("--replica", default=None, help="This replica's name in the audit [the host name].")
+@common
+def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
+    """Serve POST /validate and /mutate over TLS (AdmissionReview v1), with /healthz, /readyz and /metrics."""
+    import socket
+    import ssl
+
+    import uvicorn
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from enforcer.server import Webhook, create_app
+    from enforcer.store import AuditWriter, load_table
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as e:
+        raise UsageError(f"--cert {cert} / --key {key}: not a usable certificate and key: {e}") from None
+    replica = replica or socket.gethostname().split(".")[0]
+    audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
+    hook = Webhook(_enforcer_settings(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster)
+    sched = BackgroundScheduler(timezone="UTC")
+    sched.add_job(
+        lambda: hook.set_table(load_table(ctx.lake)),
+        "interval",
+        seconds=ctx.cfg.enforcer.refresh_s,
+        id="decision-table",
+        coalesce=True,
+        max_instances=1,
+    )
+    audit.start()
+    sched.start()
+    click.echo(f"enforcer on https://{host}:{port} (validate, mutate) over {ctx.lake.resolve()}", err=True)
+    try:
+        uvicorn.run(
+            create_app(hook),
+            host=host,
+            port=port,
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+            log_level="warning",
+            timeout_graceful_shutdown=5,  # the API server keeps connections open; do not wait on them forever
+        )
+    finally:
+        sched.shutdown(wait=False)
+        audit.close()
+
+
+@enforcer.command(name="certs")
+@click.option("--service", default="gpuledger-enforcer", show_default=True, help="The webhook's Service name.")
+@click.option("--namespace", default="gpuledger", show_default=True, help="Its namespace.")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to write into.")
+@click.option("--days", type=click.IntRange(1, 3650), default=365, show_default=True)
+def enforcer_certs(service, namespace, out, days) -> None:
+    """Write a CA (ca.crt) and a serving certificate (tls.crt, tls.key) naming the Service's DNS names."""
+    from enforcer import certs
+
+    names = certs.service_names(service, namespace)
+    paths = certs.write(certs.issue(names, days), out)
+    click.echo(f"wrote {paths['ca']}, {paths['cert']} and {paths['key']} for {', '.join(names)}")
+
+
 # -- export --------------------------------------------------------------------------------------------
 @main.group()
 def export() -> None:

@@ -98,6 +98,24 @@ class DashboardConfig:
     auth_password_env: str = ""  # name of the environment variable holding the password (never the password)
 
 
+ENFORCER_MODES = ("enforce", "warn", "dry-run")
+
+
+@dataclass(frozen=True)
+class EnforcerConfig:
+    quota_mode: str = "enforce"  # each policy: enforce (deny), warn (admit with a warning) or dry-run (audit only)
+    budget_mode: str = "warn"
+    idle_hog_mode: str = "warn"
+    fair_share_mode: str = "enforce"  # enforce: /mutate sets the priority class; dry-run: it does not
+    budget_warn_pct: float = 80.0
+    idle_max_gpus: float = 4.0  # a tenant holding more allocated-but-idle GPUs than this is gated
+    failure_mode: str = "allow"  # a missing or stale decision table: allow (with a warning) or deny
+    max_table_age_s: float = 900.0
+    refresh_s: float = 60.0  # how often the decision table is reloaded from the lake
+    burst_window_s: float = 30.0  # admissions this long ago or less count against quotas on top of the table
+    policy_version: str = "v1"
+
+
 @dataclass(frozen=True)
 class Config:
     cluster: str = "default"
@@ -110,6 +128,7 @@ class Config:
     rates: tuple[Rate, ...] = ()
     source_file: str = "<built-in defaults>"
     dashboard: DashboardConfig = DashboardConfig()
+    enforcer: EnforcerConfig = EnforcerConfig()
 
     def tenant_of_namespace(self) -> dict[str, str]:
         return {ns: t.name for t in self.tenants for ns in t.namespaces}
@@ -181,7 +200,20 @@ def _positive(v: float) -> bool:
 def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
     c = _Checker()
     top = c.table(
-        doc, "", {"cluster", "lake", "collector", "simulator", "analytics", "finops", "tenants", "rates", "dashboard"}
+        doc,
+        "",
+        {
+            "cluster",
+            "lake",
+            "collector",
+            "simulator",
+            "analytics",
+            "finops",
+            "tenants",
+            "rates",
+            "dashboard",
+            "enforcer",
+        },
     )
     cfg = defaults()
     cluster = c.get(top, "cluster", "cluster", str, cfg.cluster, lambda s: s.strip() != "", "must not be empty")
@@ -408,11 +440,78 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         )
         if bool(db.auth_user) != bool(db.auth_password_env):
             c.bad("dashboard.auth_user", "set both auth_user and auth_password_env, or neither")
+    en = cfg.enforcer
+    if "enforcer" in top:
+        t = c.table(top["enforcer"], "enforcer", set(EnforcerConfig.__dataclass_fields__))
+        modes = {}
+        for key in ("quota_mode", "budget_mode", "idle_hog_mode", "fair_share_mode"):
+            modes[key] = c.get(
+                t,
+                key,
+                f"enforcer.{key}",
+                str,
+                getattr(en, key),
+                lambda v: v in ENFORCER_MODES,
+                f"must be one of {', '.join(ENFORCER_MODES)}",
+            )
+        num = (int, float)
+        en = EnforcerConfig(
+            **modes,
+            budget_warn_pct=float(
+                c.get(
+                    t,
+                    "budget_warn_pct",
+                    "enforcer.budget_warn_pct",
+                    num,
+                    en.budget_warn_pct,
+                    lambda v: 0 < v <= 100,
+                    "must be in (0, 100]",
+                )
+            ),
+            idle_max_gpus=float(
+                c.get(
+                    t,
+                    "idle_max_gpus",
+                    "enforcer.idle_max_gpus",
+                    num,
+                    en.idle_max_gpus,
+                    lambda v: v >= 0,
+                    "must be >= 0",
+                )
+            ),
+            failure_mode=c.get(
+                t,
+                "failure_mode",
+                "enforcer.failure_mode",
+                str,
+                en.failure_mode,
+                lambda v: v in ("allow", "deny"),
+                "must be allow or deny",
+            ),
+            max_table_age_s=float(
+                c.get(
+                    t, "max_table_age_s", "enforcer.max_table_age_s", num, en.max_table_age_s, _positive, "must be > 0"
+                )
+            ),
+            refresh_s=float(c.get(t, "refresh_s", "enforcer.refresh_s", num, en.refresh_s, _positive, "must be > 0")),
+            burst_window_s=float(
+                c.get(
+                    t,
+                    "burst_window_s",
+                    "enforcer.burst_window_s",
+                    num,
+                    en.burst_window_s,
+                    lambda v: v >= 0,
+                    "must be >= 0",
+                )
+            ),
+            policy_version=c.get(t, "policy_version", "enforcer.policy_version", str, en.policy_version),
+        )
     if an.platform_tenant and tenants and an.platform_tenant not in {t.name for t in tenants}:
         c.bad("analytics.platform_tenant", f"no tenant named {an.platform_tenant!r}")
     if c.problems:
         raise ConfigError(source_file, c.problems)
-    return Config(cluster, lake, col, sim, an, fo, tenants, rates, source_file, db)
+    return Config(cluster, lake, col, sim, an, fo, tenants, rates, source_file, db, en)
 
 
 def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:

@@ -55,6 +55,13 @@ BAD = [
     ("bad_toml_syntax.toml", ["not valid TOML"]),
     ("bad_finops.toml", ["finops.provider_name: must not be empty", "finops.host_provider: unknown key"]),
     (
+        "bad_enforcer.toml",
+        [
+            "enforcer.quota_mode: must be one of enforce, warn, dry-run, got 'block'",
+            "enforcer.max_table_age_s: must be > 0",
+        ],
+    ),
+    (
         "bad_dashboard.toml",
         ["dashboard.port: must be a TCP port", "dashboard.auth_user: set both auth_user and auth_password_env"],
     ),

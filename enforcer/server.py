@@ -1,0 +1,155 @@
+"""The admission webhook: an ASGI app (starlette) served over TLS by uvicorn.
+
+Routes: POST /validate and /mutate (AdmissionReview v1 in and out), GET /healthz (the process answers), /readyz
+(ready once a decision table is loaded), /metrics (Prometheus: decisions by outcome, tenant and policy; latency;
+the table's age). The hot path reads only memory: the decision table (loaded from the lake by `load_table`,
+refreshed by apscheduler off the request path) and the recent admissions. Each decision is queued for the audit
+writer, which appends them to the lake's admission_decisions in the background: the response never waits on disk.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from enforcer.decide import Recent, Settings, Table, decide
+from enforcer.review import MAX_BODY_BYTES, ReviewError, parse
+from enforcer.store import AuditWriter
+
+log = logging.getLogger(__name__)
+
+
+class Webhook:
+    def __init__(
+        self,
+        settings: Settings,
+        table: Table | None = None,
+        audit: AuditWriter | None = None,
+        cluster: str = "default",
+        clock=lambda: dt.datetime.now(dt.timezone.utc),
+    ):
+        self.settings, self.table, self.audit, self.cluster, self.clock = settings, table, audit, cluster, clock
+        self.recent = Recent(settings.burst_window_s)
+        self._lock = threading.Lock()  # decisions of concurrent requests see each other's admissions
+        r = self.registry = CollectorRegistry()
+        self.decisions = Counter(
+            "gpuledger_admission_decisions",
+            "Admission decisions (dry runs excluded)",
+            ["decision", "tenant", "policy"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "gpuledger_admission_latency_seconds",
+            "Time to decide, request body to response",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        self.table_age = Gauge("gpuledger_decision_table_age_seconds", "Age of the decision table in use", registry=r)
+        self.table_age.set_function(self._age)
+        self.stale = Gauge(
+            "gpuledger_decision_table_stale", "1 when the table is missing or older than the bound", registry=r
+        )
+        self.stale.set_function(lambda: 1.0 if (a := self._age()) < 0 or a > self.settings.max_table_age_s else 0.0)
+        self.bad_requests = Counter(
+            "gpuledger_admission_bad_requests", "Bodies refused with a 4xx", ["status"], registry=r
+        )
+
+    def _age(self) -> float:
+        t = self.table
+        return (self.clock() - t.computed_at).total_seconds() if t and t.computed_at else -1.0
+
+    def set_table(self, table: Table | None) -> None:
+        self.table = table  # one reference swap: a request sees the old table or the new one, never a mix
+
+    async def review(self, request: Request, mutate: bool) -> Response:
+        t0 = time.perf_counter()
+        body = await _read_body(request)
+        if body is None:
+            self.bad_requests.labels("413").inc()
+            return JSONResponse({"error": f"request body over the {MAX_BODY_BYTES:,}-byte limit"}, 413)
+        try:
+            r = parse(body)
+        except ReviewError as e:
+            self.bad_requests.labels(str(e.status)).inc()
+            return JSONResponse({"error": str(e)}, e.status)
+        with self._lock:
+            o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate)
+        latency = time.perf_counter() - t0
+        if not r.dry_run:
+            self.decisions.labels(o.decision, o.tenant or "", o.policy or "").inc()
+            self.latency.observe(latency)
+        if self.audit is not None:
+            self.audit.put(
+                {
+                    "ts": int(self.clock().timestamp() * 1e6),
+                    "cluster": self.cluster,
+                    "node": self.audit.replica,
+                    "uid": r.uid,
+                    "tenant": o.tenant,
+                    "namespace": r.namespace,
+                    "kind": r.kind,
+                    "name": r.name,
+                    "gpu_model": o.gpu_model,
+                    "gpus": float(o.gpus),
+                    "decision": o.decision,
+                    "policy": o.policy,
+                    "mode": o.mode,
+                    "reason": o.reason or None,
+                    "policy_version": self.settings.policy_version,
+                    "dry_run": r.dry_run,
+                    "latency_s": latency,
+                }
+            )
+        return JSONResponse(o.response)
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The body, or None past the limit (read in chunks: a huge body is refused without holding it all)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(hook: Webhook) -> Starlette:
+    async def validate(request: Request) -> Response:
+        return await hook.review(request, mutate=False)
+
+    async def mutate(request: Request) -> Response:
+        return await hook.review(request, mutate=True)
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(_: Request) -> Response:
+        if hook.table is None:
+            return PlainTextResponse("no decision table loaded yet", 503)
+        return PlainTextResponse("ready")
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(hook.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return Starlette(
+        routes=[
+            Route("/validate", validate, methods=["POST"]),
+            Route("/mutate", mutate, methods=["POST"]),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/metrics", metrics),
+        ]
+    )

@@ -1,0 +1,175 @@
+"""The webhook over real TLS (uvicorn, a CA and serving certificate from enforcer.certs), with a real HTTP client:
+the real request and derived GPU variants, bad bodies, readiness, metrics, the audit in the lake, a reload under load.
+"""
+
+import concurrent.futures
+import copy
+import datetime as dt
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from enforcer import certs
+from enforcer.decide import Settings, Table
+from enforcer.policies import TenantRow
+from enforcer.server import Webhook, create_app
+from enforcer.store import AuditWriter, load_table
+from gpuledger.query import Lake
+
+from conftest import REPO
+
+RAW = json.loads((REPO / "tests" / "fixtures" / "admission" / "kubewarden_loadtesting_pod_create_v1.json").read_text())
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def now():
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def gpu_review(gpus, uid="u-1", namespace="vision-train"):
+    """DERIVED from the kubewarden Pod CREATE: GPUs on its first container, an H100 node selector."""
+    doc = copy.deepcopy(RAW)
+    doc["request"]["uid"], doc["request"]["namespace"] = uid, namespace
+    spec = doc["request"]["object"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": H100}
+    return doc
+
+
+def table(quota=16, allocated=10):
+    rows = {
+        ("vision", H100): TenantRow("vision", H100, allocated, quota),
+        ("vision", None): TenantRow("vision", None, allocated, None),
+    }
+    return Table(rows, now())
+
+
+@pytest.fixture
+def served(tmp_path):
+    issued = certs.issue(["localhost", "127.0.0.1"])
+    paths = certs.write(issued, tmp_path / "tls")
+    hook = Webhook(Settings({"vision-train": "vision"}), None, AuditWriter(tmp_path / "lake", "r0", "default"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(hook),
+        host="127.0.0.1",
+        port=port,
+        ssl_certfile=str(paths["cert"]),
+        ssl_keyfile=str(paths["key"]),
+        log_level="warning",
+    )
+    server = uvicorn.Server(config)
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.time() + 20
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    client = httpx.Client(base_url=f"https://localhost:{port}", verify=str(paths["ca"]), timeout=10)
+    yield hook, client, tmp_path / "lake", port
+    client.close()
+    server.should_exit = True
+    t.join(10)
+
+
+def test_tls_only_and_the_ca_verifies(served):
+    hook, client, _, port = served
+    assert client.get("/healthz").text == "ok"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"https://localhost:{port}/healthz", timeout=5)  # the system roots do not know our CA
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://localhost:{port}/healthz", timeout=5)  # no plain HTTP
+
+
+def test_ready_only_once_a_table_is_loaded(served):
+    hook, client, _, _ = served
+    assert client.get("/readyz").status_code == 503
+    hook.set_table(table())
+    assert client.get("/readyz").status_code == 200
+
+
+def test_the_real_request_and_a_derived_gpu_denial(served):
+    hook, client, lake, _ = served
+    hook.set_table(table())
+    r = client.post("/validate", json=RAW).json()
+    assert r == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": RAW["request"]["uid"], "allowed": True},
+    }
+    r = client.post("/validate", json=gpu_review("8", uid="u-deny")).json()["response"]
+    assert r["allowed"] is False and r["uid"] == "u-deny" and r["status"]["code"] == 403
+    assert r["status"]["message"] == f"tenant vision uses 10 of 16 {H100} GPUs; this Pod asks 8 (quota exceeded by 2)"
+    hook.audit.flush()
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, decision, policy, mode, tenant, gpus FROM admission_decisions ORDER BY uid").rows
+    assert rows == [
+        (RAW["request"]["uid"], "allow", None, None, None, 0.0),
+        ("u-deny", "deny", "quota", "enforce", "vision", 8.0),
+    ]
+    m = client.get("/metrics").text
+    assert 'gpuledger_admission_decisions_total{decision="deny",policy="quota",tenant="vision"} 1.0' in m
+    assert "gpuledger_admission_latency_seconds_bucket" in m and "gpuledger_decision_table_age_seconds" in m
+
+
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        (b"not json", 400),
+        (b'{"apiVersion": "v1", "kind": "AdmissionReview"}', 400),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}', 400),
+    ],
+)
+def test_bad_bodies_are_4xx_never_500(served, body, status):
+    _, client, _, _ = served
+    r = client.post("/validate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status and "error" in r.json()
+
+
+def test_a_huge_body_is_413(served):
+    _, client, _, _ = served
+    r = client.post("/validate", content=b"x" * (7 * 1024 * 1024))
+    assert r.status_code == 413
+
+
+def test_a_burst_of_concurrent_admissions_cannot_overrun_the_quota(served):
+    hook, client, _, _ = served
+    hook.set_table(table(quota=16, allocated=10))  # room for 6 GPUs
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(
+            pool.map(lambda i: client.post("/validate", json=gpu_review("1", uid=f"b{i}")).json(), range(20))
+        )
+    allowed = sum(a["response"]["allowed"] for a in answers)
+    assert allowed == 6
+
+
+def test_a_reload_during_load_never_fails_a_request(served):
+    hook, client, _, _ = served
+    hook.set_table(table(quota=1000))
+    stop = threading.Event()
+
+    def reload():
+        while not stop.is_set():
+            hook.set_table(table(quota=1000, allocated=0))
+            time.sleep(0.001)
+
+    t = threading.Thread(target=reload)
+    t.start()
+    try:
+        codes = [client.post("/validate", json=gpu_review("1", uid=f"r{i}")).status_code for i in range(100)]
+    finally:
+        stop.set()
+        t.join()
+    assert codes == [200] * 100
+
+
+def test_load_table_reads_the_analytics_decisions(analysed_lake):
+    t = load_table(analysed_lake)
+    assert t is not None and t.computed_at is not None and t.rows
+    assert load_table(analysed_lake.parent / "nothing") is None
