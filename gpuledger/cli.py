@@ -656,6 +656,31 @@ def enforcer_certs(service, namespace, out, days) -> None:
     click.echo(f"wrote {paths['ca']}, {paths['cert']} and {paths['key']} for {', '.join(names)}")
 
 
+@enforcer.command(name="manifest")
+@click.option("--namespace", default="gpuledger", show_default=True, help="Where the webhook runs (it is excluded).")
+@click.option("--image", default="gpuledger:latest", show_default=True, help="The container image.")
+@click.option("--replicas", type=click.IntRange(2, 50), default=2, show_default=True)
+@click.option(
+    "--tls-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Folder from `gpuledger enforcer certs`: adds the TLS Secret and the webhooks' caBundle.",
+)
+@click.option("--lake-claim", default="gpuledger-lake", show_default=True, help="PersistentVolumeClaim of the lake.")
+def enforcer_manifest(namespace, image, replicas, tls_dir, lake_claim) -> None:
+    """Print the Kubernetes objects that run the webhook (RBAC, Deployment, Service, webhook configurations)."""
+    from enforcer.manifest import dump, objects
+
+    pem = {}
+    if tls_dir is not None:
+        for key, name in (("ca_pem", "ca.crt"), ("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
+            f = tls_dir / name
+            if not f.exists():
+                raise UsageError(f"--tls-dir {tls_dir}: no {name} (write them with `gpuledger enforcer certs`)")
+            pem[key] = f.read_bytes()
+    click.echo(dump(objects(namespace, image, replicas, lake_claim=lake_claim, **pem)), nl=False)
+
+
 # -- export --------------------------------------------------------------------------------------------
 @main.group()
 def export() -> None:

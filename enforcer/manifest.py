@@ -1,0 +1,175 @@
+"""Kubernetes objects to run the webhook: ServiceAccount and RBAC, the TLS Secret, a Deployment of 2+ replicas,
+its Service, and the Validating- and MutatingWebhookConfiguration. Plain dicts, dumped as one YAML stream.
+
+Defaults follow ENFORCER_NOTES.md §1.2-1.3: failurePolicy Ignore (a webhook outage must not stop the cluster's
+writes; the audit catches what slipped through), timeoutSeconds 3, sideEffects NoneOnDryRun (the audit is a side
+effect, skipped for dry runs), kube-system and the webhook's own namespace excluded by namespaceSelector (no
+self-hosted deadlock), and matchConditions so the API server calls only for workloads that ask for NVIDIA devices.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import yaml
+
+APP = "gpuledger-enforcer"
+# One webhook entry per kind family, each with the CEL that finds its pod template's GPU limits.
+_GPU = "has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith('nvidia.com/'))"
+_KINDS = (
+    ("pods", "", ["pods"], "object.spec.containers.exists(c, " + _GPU + ")"),
+    ("jobs", "batch", ["jobs"], "object.spec.template.spec.containers.exists(c, " + _GPU + ")"),
+    ("jobsets", "jobset.x-k8s.io", ["jobsets"], None),
+    ("ray", "ray.io", ["rayjobs", "rayclusters"], None),
+    ("kueue", "kueue.x-k8s.io", ["workloads"], None),
+)
+
+
+def objects(
+    namespace: str = "gpuledger",
+    image: str = "gpuledger:latest",
+    replicas: int = 2,
+    ca_pem: bytes | None = None,
+    cert_pem: bytes | None = None,
+    key_pem: bytes | None = None,
+    lake_claim: str = "gpuledger-lake",
+    service: str = APP,
+) -> list[dict]:
+    labels = {"app.kubernetes.io/name": APP}
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    out: list[dict] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": APP, "namespace": namespace}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": APP},
+            # Namespaces only: the tenant of a namespace may come from its labels. Decisions come from the lake.
+            "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": APP},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": APP},
+            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": namespace}],
+        },
+    ]
+    if cert_pem and key_pem:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{APP}-tls", "namespace": namespace},
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": b64(cert_pem), "tls.key": b64(key_pem)},
+            }
+        )
+    probe = lambda path: {"httpGet": {"path": path, "port": 8443, "scheme": "HTTPS"}, "periodSeconds": 10}  # noqa: E731
+    out.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": APP, "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": APP,
+                        "containers": [
+                            {
+                                "name": "enforcer",
+                                "image": image,
+                                "args": [
+                                    "enforcer",
+                                    "serve",
+                                    "--cert",
+                                    "/tls/tls.crt",
+                                    "--key",
+                                    "/tls/tls.key",
+                                    "--lake",
+                                    "/lake",
+                                    "--port",
+                                    "8443",
+                                ],
+                                "env": [{"name": "GPULEDGER_CONFIG", "value": "/config/gpuledger.toml"}],
+                                "ports": [{"containerPort": 8443, "name": "https"}],
+                                "readinessProbe": probe("/readyz"),
+                                "livenessProbe": probe("/healthz"),
+                                "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                                "volumeMounts": [
+                                    {"name": "tls", "mountPath": "/tls", "readOnly": True},
+                                    {"name": "lake", "mountPath": "/lake"},
+                                    {"name": "config", "mountPath": "/config", "readOnly": True},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "tls", "secret": {"secretName": f"{APP}-tls"}},
+                            {"name": "lake", "persistentVolumeClaim": {"claimName": lake_claim}},
+                            {"name": "config", "configMap": {"name": f"{APP}-config"}},
+                        ],
+                    },
+                },
+            },
+        }
+    )
+    out.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": service, "namespace": namespace, "labels": labels},
+            "spec": {"selector": labels, "ports": [{"name": "https", "port": 443, "targetPort": 8443}]},
+        }
+    )
+    for kind, path in (("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")):
+        hooks = []
+        for name, group, resources, cel in _KINDS:
+            hook = {
+                "name": f"{name}.{path.strip('/')}.gpuledger.io",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"name": service, "namespace": namespace, "path": path, "port": 443}},
+                "rules": [
+                    {
+                        "apiGroups": [group],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": resources,
+                        "scope": "Namespaced",
+                    }
+                ],
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 3,
+                "sideEffects": "NoneOnDryRun",
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": ["kube-system", namespace],
+                        }
+                    ]
+                },
+            }
+            if ca_pem:
+                hook["clientConfig"]["caBundle"] = b64(ca_pem)
+            if cel:
+                hook["matchConditions"] = [{"name": "asks-for-nvidia-devices", "expression": cel}]
+            if kind.startswith("Mutating"):
+                hook["reinvocationPolicy"] = "Never"
+            hooks.append(hook)
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": APP},
+                "webhooks": hooks,
+            }
+        )
+    return out
+
+
+def dump(docs: list[dict]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False)
