@@ -27,6 +27,7 @@ def test_version(cli):
         ["analyze"],
         ["export", "focus"],
         ["dashboard"],
+        ["enforcer", "serve"],
     ],
 )
 def test_help_on_everything(cli, cmd):
@@ -34,6 +35,12 @@ def test_help_on_everything(cli, cmd):
     assert r.exit_code == 0 and "Usage:" in r.output
     if cmd:
         assert "--lake" in r.output and "--config" in r.output
+
+
+@pytest.mark.parametrize("cmd", [["enforcer"], ["enforcer", "certs"], ["enforcer", "manifest"]])
+def test_help_on_commands_without_a_lake(cli, cmd):
+    r = cli(*cmd, "--help")
+    assert r.exit_code == 0 and "Usage:" in r.output
 
 
 def test_unknown_option_is_a_usage_error(cli):
