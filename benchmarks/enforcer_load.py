@@ -4,8 +4,9 @@
     python benchmarks/enforcer_load.py [--rate 500] [--seconds 60] [--connections 16]
 
 1. Sustained: wrk paced to --rate requests/s in all (its Lua `delay()`: each of the connections waits
-   connections/rate s, less ~1 ms for the request itself, between requests) for --seconds, posting a GPU Pod CREATE (derived from the real kubewarden
-   request: 1 H100) of a tenant with a quota, so every request goes through every policy; p50/p99 and errors.
+   connections/rate s, less ~1 ms for the request itself, between requests) for --seconds, posting a GPU Pod
+   CREATE (derived from the real kubewarden request: 1 H100) of a tenant with a quota, so every request goes
+   through every policy; p50/p99 and errors.
 2. The most it sustains: wrk unpaced for 15 s, the same request.
 3. Baseline, same run: wrk unpaced against GET /healthz (TLS, uvicorn and routing; no decision).
 Needs wrk on PATH (`apt-get install wrk`).

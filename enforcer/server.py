@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from enforcer.decide import Recent, Settings, Table, decide
-from enforcer.review import MAX_BODY_BYTES, ReviewError, parse
+from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
 from enforcer.store import AuditWriter
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,14 @@ class Webhook:
         except ReviewError as e:
             self.bad_requests.labels(str(e.status)).inc()
             return JSONResponse({"error": str(e)}, e.status)
-        with self._lock:
-            o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate)
+        try:
+            with self._lock:
+                o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate)
+        except Exception:  # a bug must not block the API server: admit, say so, count it, log it
+            log.exception("enforcer: could not decide on %s %s/%s (uid %s)", r.kind, r.namespace, r.name, r.uid)
+            self.bad_requests.labels("internal").inc()
+            msg = "gpuledger could not check this workload (an internal error, logged): admitted unchecked"
+            return JSONResponse(allow(r.uid, [msg]))
         latency = time.perf_counter() - t0
         if not r.dry_run:
             self.decisions.labels(o.decision, o.tenant or "", o.policy or "").inc()

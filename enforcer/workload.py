@@ -168,6 +168,24 @@ def _template(obj: dict, pointer: str, replicas: int) -> Template:
     return Template(pointer, replicas, gpus, mig, model)
 
 
+def _items(parent: dict, key: str, where: str) -> list[dict]:
+    """A list of objects (replicatedJobs, workerGroupSpecs, podSets), or an AskError naming it."""
+    items = parent.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise AskError(f"{where}.{key}: expected a list of objects")
+    return items
+
+
+def _obj(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AskError(f"{where}: expected an object")
+    return value
+
+
 def ask(kind: str, obj) -> Ask:
     """The GPUs `obj` (of Kubernetes `kind`) runs at once. Kinds without pods ask for nothing."""
     if not isinstance(obj, dict):
@@ -183,9 +201,12 @@ def ask(kind: str, obj) -> Ask:
         return Ask(kind, (_template(obj, "/spec/template", _count(spec.get("parallelism"), "spec.parallelism")),))
     if kind == "JobSet":
         out = []
-        for i, rj in enumerate(spec.get("replicatedJobs") or []):
+        for i, rj in enumerate(_items(spec, "replicatedJobs", "spec")):
             replicas = _count(rj.get("replicas"), f"spec.replicatedJobs[{i}].replicas")
-            job = (rj.get("template") or {}).get("spec") or {}
+            job = _obj(
+                _obj(rj.get("template"), f"spec.replicatedJobs[{i}].template").get("spec"),
+                f"spec.replicatedJobs[{i}].template.spec",
+            )
             par = _count(job.get("parallelism"), f"spec.replicatedJobs[{i}].template.spec.parallelism")
             out.append(_template(obj, f"/spec/replicatedJobs/{i}/template/spec/template", replicas * par))
         return Ask(kind, tuple(out))
@@ -195,11 +216,11 @@ def ask(kind: str, obj) -> Ask:
         if not isinstance(cluster, dict):
             return Ask(kind, ())  # a RayJob on an existing cluster (clusterSelector) starts no GPU pods
         out = [_template(obj, f"{base}/headGroupSpec/template", 1)] if cluster.get("headGroupSpec") else []
-        for i, g in enumerate(cluster.get("workerGroupSpecs") or []):
+        for i, g in enumerate(_items(cluster, "workerGroupSpecs", base[1:].replace("/", "."))):
             n = _count(g.get("replicas", g.get("minReplicas")), f"{base[1:]}.workerGroupSpecs[{i}].replicas")
             out.append(_template(obj, f"{base}/workerGroupSpecs/{i}/template", n))
         return Ask(kind, tuple(out))
     out = []  # kueue Workload
-    for i, ps in enumerate(spec.get("podSets") or []):
+    for i, ps in enumerate(_items(spec, "podSets", "spec")):
         out.append(_template(obj, f"/spec/podSets/{i}/template", _count(ps.get("count"), f"spec.podSets[{i}].count")))
     return Ask(kind, tuple(out))

@@ -120,3 +120,22 @@ def test_every_answer_is_a_review_or_a_4xx(doc, path):
     assert all(isinstance(w, str) and len(w) <= 120 for w in resp.get("warnings", []))
     if "patch" in resp:
         assert path == "/mutate" and resp["patchType"] == "JSONPatch"
+
+
+def test_an_internal_error_admits_with_a_warning_not_a_500(monkeypatch):
+    import enforcer.server
+
+    def broken(*a, **kw):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(enforcer.server, "decide", broken)
+    doc = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u-9", "kind": {"kind": "Pod"}, "namespace": "ns", "object": {"spec": {}}},
+    }
+    r = CLIENT.post("/validate", content=json.dumps(doc))
+    assert r.status_code == 200
+    resp = r.json()["response"]
+    assert resp["uid"] == "u-9" and resp["allowed"] is True and "internal error" in resp["warnings"][0]
+    assert 'gpuledger_admission_bad_requests_total{status="internal"} 1.0' in CLIENT.get("/metrics").text

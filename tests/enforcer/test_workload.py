@@ -154,6 +154,11 @@ def test_requests_must_equal_limits_for_gpus():
         ("Pod", {"metadata": {}}, "spec: missing"),
         ("Job", {"spec": {"parallelism": -2, "template": {"spec": {"containers": []}}}}, "spec.parallelism: -2"),
         ("Pod", ["not", "an", "object"], "object: expected a Kubernetes object"),
+        # found by the fuzz (tests/enforcer/test_fuzz.py):
+        ("Workload", {"spec": {"podSets": [None]}}, "spec.podSets: expected a list of objects"),
+        ("Workload", {"spec": {"podSets": True}}, "spec.podSets: expected a list of objects"),
+        ("JobSet", {"spec": {"replicatedJobs": [{"template": 3}]}}, "spec.replicatedJobs[0].template: expected"),
+        ("RayJob", {"spec": {"rayClusterSpec": {"workerGroupSpecs": "x"}}}, "spec.rayClusterSpec.workerGroupSpecs"),
     ],
 )
 def test_malformed_objects_are_ask_errors(kind, obj, message):
