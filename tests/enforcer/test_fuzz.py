@@ -4,6 +4,7 @@ tested in test_server_tls.py; this is about what the handler does with anything 
 
 import datetime as dt
 import json
+import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -103,7 +104,14 @@ review = st.one_of(
 )
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# Derandomized: CI runs the same 10,000 cases every time, so a red build always means a change broke something.
+# GPULEDGER_FUZZ_RANDOM=1 explores new ones (two such runs of 10,000 passed before this landed).
+@settings(
+    max_examples=10_000,
+    deadline=None,
+    derandomize=not os.environ.get("GPULEDGER_FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(review, st.sampled_from(["/validate", "/mutate"]))
 def test_every_answer_is_a_review_or_a_4xx(doc, path):
     r = CLIENT.post(path, content=json.dumps(doc))
