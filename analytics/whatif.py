@@ -242,8 +242,11 @@ def whatif(
     scenario: Scenario,
 ) -> pl.DataFrame:
     """Measured, replayed today and the scenario, one row per variant and model (RESULT_SCHEMA)."""
-    base = replay(fleet_nodes(nodes), demand(stats, start, end), start, end)
-    changed = replay(fleet_nodes(nodes, scenario), demand(stats, start, end, scenario), start, end)
+    today = demand(stats, start, end)
+    # The idle rule is the only part of a scenario that changes demand; without it both replays share one.
+    changed_demand = demand(stats, start, end, scenario) if scenario.idle_reclaim_h is not None else today
+    base = replay(fleet_nodes(nodes), today, start, end)
+    changed = replay(fleet_nodes(nodes, scenario), changed_demand, start, end)
     return pl.concat(
         [
             measured(stats, fleet, start, end).with_columns(pl.lit("measured").alias("variant")),

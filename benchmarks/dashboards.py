@@ -57,7 +57,7 @@ def sync_body(search: str, model: str) -> dict:
         "outputs": [{"id": i, "property": p} for i, p in ids],
         "inputs": [{"id": i, "property": p, "value": v} for (i, p), v in zip(ids, values, strict=True)],
         "changedPropIds": ["f-model.value"],
-        "state": [{"id": "url", "property": "pathname", "value": "/"}],
+        "state": [],
     }
 
 

@@ -15,11 +15,10 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
 
 import dash
 import flask
-from dash import Dash, Input, Output, State, ctx, dcc, html
+from dash import Dash, Input, Output, ctx, dcc, html
 
 from dashboards import filters as flt
 from dashboards.data import DashData
@@ -73,15 +72,13 @@ def create_app(
         Input("f-range", "end_date"),
         Input("f-tenant", "value"),
         Input("f-model", "value"),
-        State("url", "pathname"),
     )
-    def sync(search, start, end, tenant, model, _path):
+    def sync(search, start, end, tenant, model):
         """URL -> filter controls on load and history moves; controls -> URL when a user changes one."""
         if ctx.triggered_id in (None, "url"):
             f, _ = flt.parse(search, context.data.bounds())
             return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model
-        q = {"start": (start or "")[:10], "end": (end or "")[:10], "tenant": tenant or "", "model": model or ""}
-        new = "?" + urlencode({k: v for k, v in q.items() if v})
+        new = flt.search((start or "")[:10], (end or "")[:10], tenant, model)
         return (new if new != search else dash.no_update), *([dash.no_update] * 4)
 
     for p in PAGES:

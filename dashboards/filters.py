@@ -38,12 +38,13 @@ class Filters:
         return (self.end - self.start).days + 1
 
     def search(self) -> str:
-        q = {"start": self.start.isoformat(), "end": self.end.isoformat()}
-        if self.tenant:
-            q["tenant"] = self.tenant
-        if self.model:
-            q["model"] = self.model
-        return "?" + urlencode(q)
+        return search(self.start.isoformat(), self.end.isoformat(), self.tenant, self.model)
+
+
+def search(start: str | None, end: str | None, tenant: str | None, model: str | None) -> str:
+    """The URL query of these filters; empty ones are left out."""
+    q = {"start": start, "end": end, "tenant": tenant, "model": model}
+    return "?" + urlencode({k: v for k, v in q.items() if v})
 
 
 def parse(search: str | None, bounds: tuple[dt.date, dt.date] | None) -> tuple[Filters, list[str]]:

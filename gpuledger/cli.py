@@ -529,13 +529,12 @@ def _dashboard_app(ctx: Ctx):
 
 def _dashboard_server(ctx: Ctx, host: str, port: int):
     """Bind first, so a port in use is one clear line, not a traceback from a server thread."""
-    import logging as _logging
     import socket
 
     from werkzeug.serving import make_server
 
     app = _dashboard_app(ctx)
-    _logging.getLogger("werkzeug").setLevel(_logging.WARNING)  # not a line per request
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request
     # werkzeug reports a busy port by printing and exiting; probe first to say it our way.
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -8,6 +8,7 @@ import polars as pl
 from dash import Input, Output, State, dcc, html
 
 from dashboards import figures
+from dashboards import filters as flt
 from dashboards.filters import MODEL_SQL
 from dashboards.ui import NO_DATA, graph, note, section, table
 
@@ -171,8 +172,6 @@ def register(app, ctx) -> None:
         prevent_initial_call=True,
     )
     def run_whatif(_n, model, delta, idle_h, search):
-        from dashboards import filters as flt
-
         if ctx.whatif is None:
             return note("The what-if is not available in this app (it was started without the analytics).")
         if delta is None or not float(delta).is_integer():
