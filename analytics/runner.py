@@ -30,7 +30,7 @@ from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest, with_use_and_cost
 from analytics.queue_time import queue_depth
 from analytics.utilization import job_5min, job_hourly
-from analytics.waste import allocation_hours, idle_allocated
+from analytics.waste import allocation_hours, idle_holds
 from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
@@ -187,10 +187,10 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         .collect()
     )
     usage = decayed_usage(allocation_hours(allocs), now, a.fairshare_half_life_h).collect()
-    last_hour = pl.lit(now).dt.cast_time_unit("us").dt.truncate("1h") - pl.duration(hours=1)
+    # Idle now, from the idle_holds written just before this table: GPUs idle through the last waste window.
     idle = (
-        idle_allocated(allocs.filter(pl.col("open")), scan(lake, "gpu_hourly"), a.waste_threshold_pct, a.waste_window_h)
-        .filter(pl.col("wasted") & (pl.col("hour") == last_hour))
+        scan(lake, "idle_holds")
+        .filter(pl.col("idle_s") >= a.waste_window_h * 3600)
         .group_by("tenant", "gpu_model")
         .agg(pl.col("share").sum().alias("idle_gpus"))
         .collect()
@@ -207,8 +207,8 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
-# Recomputed whole each run, in this order (job_stats reads job_hourly and cost_allocation, decisions the cost, all
-# as just written): name -> compute(lake, now, cfg).
+# Recomputed whole each run, in this order (job_stats reads job_hourly and cost_allocation, decisions the cost and
+# idle_holds, all as just written): name -> compute(lake, now, cfg).
 WHOLE = {
     "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
     "job_hourly": lambda lake, now, cfg: job_hourly(
@@ -223,6 +223,9 @@ WHOLE = {
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "fleet_hourly": lambda lake, now, cfg: fleet_hourly(scan(lake, "gpu_hourly"), scan(lake, "queue_depth")),
     "demand_forecast": lambda lake, now, cfg: demand_forecast(scan(lake, "fleet_hourly"), now),
+    "idle_holds": lambda lake, now, cfg: idle_holds(
+        _allocations(lake, now).filter(pl.col("open")), scan(lake, "gpu_hourly"), cfg.analytics.waste_threshold_pct, now
+    ),
     "decisions": _decisions,
     "tenants": lambda lake, now, cfg: _tenants(now, cfg),
 }

@@ -91,3 +91,50 @@ def top_offenders(idle_hours: pl.LazyFrame, n: int = 10) -> pl.LazyFrame:
         .sort("idle_gpu_hours", "job_id", descending=[True, False])
         .head(n)
     )
+
+
+def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: float, now) -> pl.LazyFrame:
+    """Each GPU an open job holds that is idle now, with since when: what the enforcer's idle-hog gate reads.
+
+    Idle now: the last complete hour was below `threshold_pct`, and the hour in progress is not above it (a job
+    that woke up ten minutes ago is not hogging). `idle_since` starts the unbroken run of idle hours that ends at
+    the last complete hour, no earlier than the allocation; an hour without telemetry breaks the run, as it is
+    no evidence of idleness. Hour-grained, like the waste rule: T in the enforcer is measured in these hours.
+    """
+    now_lit = pl.lit(now).dt.cast_time_unit("us")
+    last = now_lit.dt.truncate("1h") - pl.duration(hours=1)
+    h = idle_allocated(open_allocs, hourly, threshold_pct, 1)
+    key = ("job_id", "gpu_uuid")
+    done = h.filter(pl.col("hour") <= last)
+    # The last hour that was not idle (busy or unobserved) before the run; none when idle since the start.
+    broke = done.filter(~pl.col("idle")).group_by(key).agg(pl.col("hour").max().alias("_broke"))
+    busy_now = h.filter(
+        (pl.col("hour") == last + pl.duration(hours=1)) & (pl.col("util_gpu_pct_mean") >= threshold_pct)
+    ).select(key)
+    runs = (
+        done.filter(pl.col("idle"))
+        .join(broke, on=key, how="left")
+        .filter(pl.col("_broke").is_null() | (pl.col("hour") > pl.col("_broke")))
+        .group_by(key)
+        .agg(
+            pl.col("hour").max().alias("_last"),
+            pl.max_horizontal(pl.col("hour").min(), pl.col("start").min()).alias("idle_since"),
+            *(pl.col(c).first() for c in ("cluster", "tenant", "gpu_model", "namespace", "pod", "node", "share")),
+        )
+        .filter(pl.col("_last") == last)
+        .join(busy_now, on=key, how="anti")
+    )
+    return runs.select(
+        pl.lit(now).dt.cast_time_unit("us").alias("computed_at"),
+        "cluster",
+        "tenant",
+        "gpu_model",
+        "namespace",
+        "pod",
+        "job_id",
+        "node",
+        "gpu_uuid",
+        "share",
+        "idle_since",
+        ((last + pl.duration(hours=1) - pl.col("idle_since")).dt.total_microseconds() / 1e6).alias("idle_s"),
+    ).sort("tenant", "idle_since", "job_id", "gpu_uuid")

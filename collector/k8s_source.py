@@ -13,29 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 
 from collector.k8s.pods import BadQuantity, gpu_request, job_row
-from collector.k8s.watcher import PodWatcher
 from collector.source import Batch
-from gpuledger.config import Config
-from gpuledger.errors import SourceError
+from gpuledger.config import TENANT_LABEL, Config
+from gpuledger.kube_watch import Watcher, load_api
 
 log = logging.getLogger(__name__)
-TENANT_LABEL = "gpuledger.io/tenant"
 # ownerReference kind -> plural for the generic custom-object lookup (lowercase kind + "s" otherwise).
 PLURALS = {"Deployment": "deployments", "ReplicaSet": "replicasets", "StatefulSet": "statefulsets"}
-
-
-def load_api():
-    """CoreV1Api from the in-cluster service account, else the local kubeconfig; a clear error if neither."""
-    from kubernetes import client, config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        try:
-            config.load_kube_config()
-        except Exception as e:  # kubeconfig missing or invalid: many exception types
-            raise SourceError(f"k8s: no in-cluster service account and no usable kubeconfig ({e})") from e
-    return client.ApiClient()
 
 
 class K8sSource:
@@ -58,7 +42,9 @@ class K8sSource:
         self._rows: list[dict] = []
         self._lock = threading.Lock()
         self.bad_pods = 0
-        self.watcher = PodWatcher(self.core, self._on_pod, timeout_s=watch_timeout_s, keep=self._is_gpu_pod)
+        self.watcher = Watcher(
+            self.core.list_pod_for_all_namespaces, self._on_pod, timeout_s=watch_timeout_s, keep=self._is_gpu_pod
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -23,6 +23,7 @@ class Settings:
     )
     budget_warn_pct: float = 80.0
     idle_max_gpus: float = 4.0
+    idle_min_s: float = 7200.0
     priority_classes: tuple[tuple[float, str], ...] = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
     max_table_age_s: float = 900.0
     failure_mode: str = "allow"  # what a stale or missing table does: allow (with a warning) or deny
@@ -32,11 +33,12 @@ class Settings:
 
 @dataclass
 class Table:
-    """The decision table in memory: (tenant, model or None) -> row, with when the analytics computed it."""
+    """The decision table in memory: (tenant, model or None) -> row, with when the analytics computed it, and each
+    tenant's idle GPUs (the analytics' idle_holds of the same run)."""
 
     rows: dict[tuple[str, str | None], policies.TenantRow]
     computed_at: dt.datetime | None
-    idle_jobs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    idle: dict[str, tuple[policies.IdleHold, ...]] = field(default_factory=dict)
 
 
 class Recent:
@@ -125,7 +127,14 @@ def decide(review: Review, table: Table | None, s: Settings, recent: Recent, now
             verdicts.append(policies.budget(row, a.gpus, what, s.modes["budget"], s.budget_warn_pct))
             verdicts.append(
                 policies.idle_hog(
-                    row, a.gpus, what, s.modes["idle-hog"], s.idle_max_gpus, table.idle_jobs.get(tenant, ())
+                    tenant,
+                    table.idle.get(tenant, ()),
+                    now_s,
+                    a.gpus,
+                    what,
+                    s.modes["idle-hog"],
+                    s.idle_max_gpus,
+                    s.idle_min_s,
                 )
             )
     verdicts = [v for v in verdicts if v is not None]

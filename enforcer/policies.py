@@ -69,20 +69,55 @@ def budget(row: TenantRow | None, asked: int, what: str, mode: str, warn_at_pct:
     return Verdict("budget", mode, False, "")
 
 
+@dataclass(frozen=True)
+class IdleHold:
+    """One GPU (or share) a tenant's open job holds while it sits idle: a row of the analytics' idle_holds."""
+
+    namespace: str
+    pod: str
+    gpu_model: str | None
+    share: float
+    idle_since_s: float  # UTC epoch seconds
+
+
 def idle_hog(
-    row: TenantRow | None, asked: int, what: str, mode: str, max_idle_gpus: float, idle_jobs: tuple[str, ...] = ()
+    tenant: str,
+    holds: tuple[IdleHold, ...],
+    now_s: float,
+    asked: int,
+    what: str,
+    mode: str,
+    max_idle_gpus: float,
+    min_idle_s: float,
 ) -> Verdict | None:
-    """A tenant holding more than `max_idle_gpus` allocated-but-idle GPUs gets no new GPU workloads."""
-    if row is None or asked <= 0 or row.idle_gpus_now <= max_idle_gpus:
+    """A tenant holding more than `max_idle_gpus` allocated-but-idle GPUs, each idle for at least `min_idle_s`,
+    gets no new GPU workloads; the message names the idle pods, the most GPUs first, with how long each idled."""
+    if asked <= 0:
         return None
-    named = f": {', '.join(idle_jobs[:5])}{' and more' if len(idle_jobs) > 5 else ''}" if idle_jobs else ""
+    long_idle = [h for h in holds if now_s - h.idle_since_s >= min_idle_s]
+    idle = sum(h.share for h in long_idle)
+    if idle <= max_idle_gpus + 1e-9:
+        return None
+    per_pod: dict[str, list[float]] = {}  # namespace/pod -> [GPUs, longest idle seconds]
+    for h in long_idle:
+        p = per_pod.setdefault(f"{h.namespace}/{h.pod}", [0.0, 0.0])
+        p[0] += h.share
+        p[1] = max(p[1], now_s - h.idle_since_s)
+    top = sorted(per_pod.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+    named = ", ".join(f"{pod} ({_n(g)} GPU{'s' if g != 1 else ''}, {_hours(s)})" for pod, (g, s) in top[:3])
+    more = f" and {len(top) - 3} more" if len(top) > 3 else ""
     return Verdict(
         "idle-hog",
         mode,
         True,
-        f"tenant {row.tenant} holds {_n(row.idle_gpus_now)} idle GPUs (more than {_n(max_idle_gpus)} allowed){named}; "
-        f"free them before this {what} asks {asked} more",
+        f"tenant {tenant} holds {_n(idle)} GPUs idle for {_hours(min_idle_s)} or more (limit {_n(max_idle_gpus)}): "
+        f"{named}{more}; free them before this {what} asks {asked} more",
     )
+
+
+def _hours(s: float) -> str:
+    h = s / 3600
+    return f"{h:.0f} h" if h >= 10 or float(round(h, 1)).is_integer() else f"{h:.1f} h"
 
 
 def priority_class(fairshare: float | None, classes: tuple[tuple[float, str], ...]) -> str | None:

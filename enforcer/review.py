@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import textwrap
 from dataclasses import dataclass, field
 
 API_VERSION = "admission.k8s.io/v1"
@@ -98,14 +99,20 @@ def _review(response: dict) -> dict:
 
 
 def fit_warnings(warnings) -> list[str]:
-    """Each at most 120 characters (cut with an ellipsis), and no more than 4,096 characters in all."""
+    """Each at most 120 characters, and no more than 4,096 characters in all.
+
+    A longer warning is wrapped at word boundaries into several, each continuation starting with an ellipsis,
+    rather than cut: kubectl prints one "Warning:" line per entry, and the end of a message (which pods are idle,
+    by how much a quota is exceeded) is what the user needs. A word longer than a line is cut.
+    """
     out, total = [], 0
     for w in warnings:
-        w = w if len(w) <= WARNING_MAX_CHARS else w[: WARNING_MAX_CHARS - 1] + "…"
-        if total + len(w) > WARNINGS_TOTAL_CHARS:
-            break
-        out.append(w)
-        total += len(w)
+        lines = textwrap.wrap(w, WARNING_MAX_CHARS, subsequent_indent="… ", break_on_hyphens=False) or [""]
+        for line in lines:
+            if total + len(line) > WARNINGS_TOTAL_CHARS:
+                return out
+            out.append(line)
+            total += len(line)
     return out
 
 

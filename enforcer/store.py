@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from enforcer.decide import Table
-from enforcer.policies import TenantRow
+from enforcer.policies import IdleHold, TenantRow
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,22 @@ def load_table(lake: Path) -> Table | None:
             idle_gpus_now=r["idle_gpus_now"] or 0.0,
             fairshare=r["fairshare"],
         )
-    return Table(rows, latest["computed_at"][0])
+    at = latest["computed_at"][0]
+    idle: dict[str, list[IdleHold]] = {}
+    if has_data(lake, "idle_holds"):
+        # The same run's rows only: an idle_holds left by an older run would name jobs that since woke up.
+        holds = scan(lake, "idle_holds").filter(pl.col("computed_at") == at).collect()
+        for h in holds.iter_rows(named=True):
+            idle.setdefault(h["tenant"], []).append(
+                IdleHold(
+                    h["namespace"] or "",
+                    h["pod"] or h["job_id"],
+                    h["gpu_model"],
+                    h["share"] or 0.0,
+                    h["idle_since"].timestamp(),
+                )
+            )
+    return Table(rows, at, {t: tuple(v) for t, v in idle.items()})
 
 
 class AuditWriter:

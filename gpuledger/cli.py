@@ -582,6 +582,7 @@ def _enforcer_settings(cfg):
         },
         budget_warn_pct=en.budget_warn_pct,
         idle_max_gpus=en.idle_max_gpus,
+        idle_min_s=en.idle_min_h * 3600,
         max_table_age_s=en.max_table_age_s,
         failure_mode=en.failure_mode,
         burst_window_s=en.burst_window_s,

@@ -6,6 +6,7 @@ No other module reads the environment or config files: the CLI calls `load()` on
 from __future__ import annotations
 
 import datetime as dt
+import re
 import socket
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -99,6 +100,8 @@ class DashboardConfig:
 
 
 ENFORCER_MODES = ("enforce", "warn", "dry-run")
+# A namespace's tenant when the config's [[tenants]] namespaces do not name it (collector and enforcer alike).
+TENANT_LABEL = "gpuledger.io/tenant"
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,9 @@ class EnforcerConfig:
     idle_hog_mode: str = "warn"
     fair_share_mode: str = "enforce"  # enforce: /mutate sets the priority class; dry-run: it does not
     budget_warn_pct: float = 80.0
-    idle_max_gpus: float = 4.0  # a tenant holding more allocated-but-idle GPUs than this is gated
+    idle_max_gpus: float = 4.0  # a tenant holding more allocated-but-idle GPUs than this...
+    idle_min_h: float = 2.0  # ...each idle for at least this long, is gated
+    tenant_label: str = TENANT_LABEL  # namespaces' tenant label, watched from the API; "" = the config's map only
     failure_mode: str = "allow"  # a missing or stale decision table: allow (with a warning) or deny
     max_table_age_s: float = 900.0
     refresh_s: float = 60.0  # how often the decision table is reloaded from the lake
@@ -191,6 +196,17 @@ class _Checker:
             self.bad(path, f"{why}, got {v!r}")
             return default
         return v
+
+
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _label_key(v: str) -> bool:
+    """A Kubernetes label key: [DNS-subdomain prefix (<= 253) "/"] name (<= 63, alphanumerics, '-', '_', '.')."""
+    prefix, _, name = v.rpartition("/")
+    ok_prefix = not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
+    return ok_prefix and _LABEL_NAME.fullmatch(name) is not None
 
 
 def _positive(v: float) -> bool:
@@ -478,6 +494,18 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
                     lambda v: v >= 0,
                     "must be >= 0",
                 )
+            ),
+            idle_min_h=float(
+                c.get(t, "idle_min_h", "enforcer.idle_min_h", num, en.idle_min_h, lambda v: v >= 0, "must be >= 0")
+            ),
+            tenant_label=c.get(
+                t,
+                "tenant_label",
+                "enforcer.tenant_label",
+                str,
+                en.tenant_label,
+                lambda v: v == "" or _label_key(v),
+                "must be a Kubernetes label key (prefix/name) or empty",
             ),
             failure_mode=c.get(
                 t,

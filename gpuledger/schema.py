@@ -454,6 +454,27 @@ DECISIONS = Table(
     ),
 )
 
+IDLE_HOLDS = Table(
+    "idle_holds",
+    "one GPU (or share) an open job holds that is idle now: since when, at the last analysis",
+    "computed_at",
+    (
+        _c("computed_at", UTC_US, "when the analytics computed it, UTC", False),
+        _CLUSTER,
+        _c("tenant", pl.String, "tenant of the job"),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("namespace", pl.String, "Kubernetes namespace"),
+        _c("pod", pl.String, "pod name"),
+        _c("job_id", pl.String, "job id", False),
+        _NODE,
+        _c("gpu_uuid", pl.String, "GPU or MIG UUID", False),
+        _c("share", pl.Float64, "share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)"),
+        _c("idle_since", UTC_US, "start of the unbroken run of idle hours up to the last complete hour, UTC", False),
+        _c("idle_s", pl.Float64, "seconds idle from idle_since to the end of the last complete hour"),
+        _DATE,
+    ),
+)
+
 FRAGMENTATION = Table(
     "fragmentation",
     "one GPU model x UTC hour: free GPU capacity and how much of it the model's typical jobs cannot use",
@@ -557,6 +578,7 @@ DERIVED_TABLES = (
     COST_DAILY,
     COST_ALLOCATION,
     DECISIONS,
+    IDLE_HOLDS,
     FRAGMENTATION,
     QUEUE_DEPTH,
     TENANTS,

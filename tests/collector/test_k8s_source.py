@@ -88,7 +88,7 @@ def test_pagination_reads_every_page(api):
         p["metadata"]["uid"] = f"33333333-0000-4000-8000-00000000000{i}"  # derived copies
         api.emit("ADDED", p)
     src = source(api)
-    import collector.k8s.watcher as watcher_mod
+    import gpuledger.kube_watch as watcher_mod
 
     old, watcher_mod.PAGE = watcher_mod.PAGE, 3
     try:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from enforcer.decide import Recent, Settings, Table, decide
-from enforcer.policies import TenantRow
+from enforcer.policies import IdleHold, TenantRow
 from enforcer.review import parse
 
 from conftest import REPO
@@ -32,7 +32,12 @@ def review(gpus, namespace="vision-train", dry_run=False, kind="Pod"):
     return parse(json.dumps(doc).encode())
 
 
-def table(**kw):
+def holds(*spec):
+    """IdleHolds from (pod, GPUs, hours idle at NOW)."""
+    return tuple(IdleHold("vision-train", pod, H100, g, NOW.timestamp() - h * 3600) for pod, g, h in spec)
+
+
+def table(idle=(), **kw):
     row = dict(tenant="vision", gpu_model=H100, allocated_gpus=14, quota_gpus=16)
     total = dict(
         tenant="vision",
@@ -45,12 +50,12 @@ def table(**kw):
         fairshare=0.6,
     )
     total.update(kw)
-    return Table({("vision", H100): TenantRow(**row), ("vision", None): TenantRow(**total)}, NOW, {"vision": ("j-1",)})
+    return Table({("vision", H100): TenantRow(**row), ("vision", None): TenantRow(**total)}, NOW, {"vision": idle})
 
 
 def settings(**modes):
     m = {"quota": "enforce", "budget": "enforce", "idle-hog": "enforce", "fair-share": "enforce"} | modes
-    return Settings({"vision-train": "vision"}, modes=m, idle_max_gpus=2)
+    return Settings({"vision-train": "vision"}, modes=m, idle_max_gpus=2, idle_min_s=2 * 3600)
 
 
 def run(r, t=None, s=None, recent=None, mutate=False, now=NOW):
@@ -94,8 +99,23 @@ def test_budget_warns_at_80_percent_in_every_mode():
 
 @pytest.mark.parametrize("mode,decision", [("enforce", "deny"), ("warn", "warn"), ("dry-run", "allow")])
 def test_idle_hog_in_each_mode(mode, decision):
-    o = run(review("1"), t=table(idle_gpus_now=3), s=settings(**{"idle-hog": mode}))
-    assert o.decision == decision and o.policy == "idle-hog" and "holds 3 idle GPUs" in o.reason and "j-1" in o.reason
+    idle = holds(("j-1", 2, 5), ("j-2", 1, 3), ("j-3", 4, 1.5))  # j-3 has idled less than T = 2 h: not counted
+    o = run(review("1"), t=table(idle), s=settings(**{"idle-hog": mode}))
+    assert o.decision == decision and o.policy == "idle-hog" and o.mode == mode
+    assert o.reason == (
+        "tenant vision holds 3 GPUs idle for 2 h or more (limit 2): vision-train/j-1 (2 GPUs, 5 h), "
+        "vision-train/j-2 (1 GPU, 3 h); free them before this Pod asks 1 more"
+    )
+    r = o.response["response"]
+    if mode == "warn":  # wrapped into 120-character warnings, the pod names kept
+        assert all(len(w) <= 120 for w in r["warnings"]) and len(r["warnings"]) == 2
+        assert r["warnings"][0] + " " + r["warnings"][1].removeprefix("… ") == o.reason
+    # Within the limit once the short idler is left out, or when the GPUs have idled less than T:
+    assert (
+        run(review("1"), t=table(holds(("j-1", 2, 5), ("j-3", 4, 1.5))), s=settings(**{"idle-hog": mode})).policy
+        is None
+    )
+    assert run(review("1"), t=table(holds(("j-1", 8, 1.9))), s=settings(**{"idle-hog": mode})).policy is None
 
 
 def test_fair_share_priority_is_patched_on_a_job_in_mutate_only():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from enforcer.policies import TenantRow, budget, idle_hog, priority_class, priority_patch, quota
+from enforcer.policies import IdleHold, TenantRow, budget, idle_hog, priority_class, priority_patch, quota
 
 H100 = "NVIDIA H100 80GB HBM3"
 ROW = TenantRow(
@@ -44,12 +44,26 @@ def test_budget_warns_at_80_percent_and_breaks_when_spent():
     assert not v.breach and not v.warning and v.message == ""
 
 
-def test_idle_hog_names_the_idle_jobs():
-    v = idle_hog(ROW, 1, "Pod", "enforce", max_idle_gpus=2, idle_jobs=("train-a", "train-b"))
-    assert v.breach and v.message == (
-        "tenant vision holds 3 idle GPUs (more than 2 allowed): train-a, train-b; free them before this Pod asks 1 more"
+def test_idle_hog_names_the_idle_pods_the_most_gpus_first():
+    now = 1_000_000.0
+    h = 3600.0
+    holds = (
+        IdleHold("ml", "train-a", H100, 1.0, now - 3 * h),  # one pod on two GPUs: 2 GPUs, longest 4.5 h
+        IdleHold("ml", "train-a", H100, 1.0, now - 4.5 * h),
+        IdleHold("ml", "notebook", H100, 0.5, now - 26 * h),
+        IdleHold("ml", "fresh", H100, 4.0, now - 0.5 * h),  # idle less than T: not counted, not named
     )
-    assert idle_hog(ROW, 1, "Pod", "enforce", max_idle_gpus=3) is None
+    v = idle_hog("vision", holds, now, 1, "Pod", "enforce", max_idle_gpus=2, min_idle_s=2 * h)
+    assert v.breach and v.message == (
+        "tenant vision holds 2.5 GPUs idle for 2 h or more (limit 2): ml/train-a (2 GPUs, 4.5 h), "
+        "ml/notebook (0.5 GPUs, 26 h); free them before this Pod asks 1 more"
+    )
+    assert idle_hog("vision", holds, now, 1, "Pod", "enforce", max_idle_gpus=2.5, min_idle_s=2 * h) is None
+    assert idle_hog("vision", holds, now, 1, "Pod", "enforce", max_idle_gpus=2, min_idle_s=5 * h) is None  # 0.5 left
+    assert idle_hog("vision", holds, now, 0, "Pod", "enforce", max_idle_gpus=0, min_idle_s=0) is None  # asks none
+    many = tuple(IdleHold("ml", f"p{i}", H100, 1.0, now - 3 * h) for i in range(5))
+    v = idle_hog("vision", many, now, 1, "Job", "warn", max_idle_gpus=1, min_idle_s=h)
+    assert v.message.endswith("ml/p2 (1 GPU, 3 h) and 2 more; free them before this Job asks 1 more")
 
 
 @pytest.mark.parametrize(

@@ -56,10 +56,15 @@ def test_responses_match_the_kubernetes_docs():
     assert d == want
 
 
-def test_warnings_are_cut_to_120_characters_and_4096_in_all():
-    w = fit_warnings(["x" * 300] + ["y" * 100] * 50)
-    assert len(w[0]) == 120 and w[0].endswith("…")
-    assert all(len(x) <= 120 for x in w) and sum(map(len, w)) <= 4096 and len(w) == 1 + 39
+def test_warnings_are_wrapped_to_120_characters_and_cut_at_4096_in_all():
+    long = "tenant vision holds 6 GPUs idle for 2 h or more (limit 4): " + ", ".join(
+        f"v/pod-{i} (1 GPU, 3 h)" for i in range(6)
+    )
+    w = fit_warnings([long] + ["y" * 100] * 50)
+    # wrapped at spaces, nothing lost: the continuation starts with an ellipsis
+    assert len(w[0]) <= 120 and w[1].startswith("… ") and (w[0] + " " + w[1][2:]) == long
+    assert all(len(x) <= 120 for x in w) and sum(map(len, w)) <= 4096 and len(w) == 2 + 39
+    assert fit_warnings(["x" * 300]) == ["x" * 120, "… " + "x" * 118, "… " + "x" * 62]
 
 
 @pytest.mark.parametrize(

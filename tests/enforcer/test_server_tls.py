@@ -19,6 +19,7 @@ from enforcer.decide import Settings, Table
 from enforcer.policies import TenantRow
 from enforcer.server import Webhook, create_app
 from enforcer.store import AuditWriter, load_table
+from gpuledger.lake import LakeWriter, frame_from_rows
 from gpuledger.query import Lake
 
 from conftest import REPO
@@ -173,3 +174,30 @@ def test_load_table_reads_the_analytics_decisions(analysed_lake):
     t = load_table(analysed_lake)
     assert t is not None and t.computed_at is not None and t.rows
     assert load_table(analysed_lake.parent / "nothing") is None
+    # The idle GPUs of the same run, as the analysts see them in SQL (the simulated day leaves one pod idle).
+    with Lake(analysed_lake) as lake:
+        sql = lake.execute("SELECT tenant, namespace, pod, share, epoch(idle_since) FROM idle_holds ORDER BY ALL").rows
+    got = sorted((tn, h.namespace, h.pod, h.share, h.idle_since_s) for tn, hs in t.idle.items() for h in hs)
+    assert sql and got == [tuple(r) for r in sql]
+
+
+def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
+    at = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+    w = LakeWriter(tmp_path)
+    row = dict(computed_at=at, cluster="c", tenant="vision", gpu_model=None, allocated_gpus=4.0)
+    w.write("decisions", frame_from_rows("decisions", [row]), "t")
+    hold = dict(cluster="c", tenant="vision", namespace="v", pod="p", job_id="j", gpu_uuid="G", share=1.0)
+    old = at - dt.timedelta(minutes=5)
+    w.write(
+        "idle_holds",
+        frame_from_rows(
+            "idle_holds",
+            [
+                hold | dict(computed_at=at, idle_since=at - dt.timedelta(hours=3)),
+                hold | dict(computed_at=old, pod="woke-up", idle_since=old - dt.timedelta(hours=9)),
+            ],
+        ),
+        "t",
+    )
+    t = load_table(tmp_path)
+    assert [(h.pod, h.idle_since_s) for h in t.idle["vision"]] == [("p", (at - dt.timedelta(hours=3)).timestamp())]

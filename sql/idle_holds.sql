@@ -1,0 +1,23 @@
+-- idle_holds: one GPU (or share) an open job holds that is idle now: since when, at the last analysis.
+-- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- Read by the enforcer's idle-hog policy: GPUs idle for longer than [enforcer] idle_min_h, and whose jobs they are.
+-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
+CREATE OR REPLACE VIEW idle_holds AS
+SELECT
+    computed_at,                                             -- TIMESTAMP WITH TIME ZONE: when the analytics computed it, UTC
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    tenant,                                                  -- VARCHAR: tenant of the job
+    gpu_model,                                               -- VARCHAR: GPU model
+    namespace,                                               -- VARCHAR: Kubernetes namespace
+    pod,                                                     -- VARCHAR: pod name
+    job_id,                                                  -- VARCHAR: job id
+    node,                                                    -- VARCHAR: Kubernetes node / host name
+    gpu_uuid,                                                -- VARCHAR: GPU or MIG UUID
+    share,                                                   -- DOUBLE: share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)
+    idle_since,                                              -- TIMESTAMP WITH TIME ZONE: start of the unbroken run of idle hours up to the last complete hour, UTC
+    idle_s,                                                  -- DOUBLE: seconds idle from idle_since to the end of the last complete hour
+    date                                                     -- DATE: UTC date of the time column (partition column)
+FROM read_parquet(getvariable('gpuledger_lake') || '/idle_holds/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
