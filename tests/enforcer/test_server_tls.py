@@ -176,8 +176,12 @@ def test_load_table_reads_the_analytics_decisions(analysed_lake):
     assert load_table(analysed_lake.parent / "nothing") is None
     # The idle GPUs of the same run, as the analysts see them in SQL (the simulated day leaves one pod idle).
     with Lake(analysed_lake) as lake:
-        sql = lake.execute("SELECT tenant, namespace, pod, share, epoch(idle_since) FROM idle_holds ORDER BY ALL").rows
-    got = sorted((tn, h.namespace, h.pod, h.share, h.idle_since_s) for tn, hs in t.idle.items() for h in hs)
+        sql = lake.execute(
+            "SELECT tenant, namespace, pod, share, epoch_us(idle_since) FROM idle_holds ORDER BY ALL"
+        ).rows
+    got = sorted(
+        (tn, h.namespace, h.pod, h.share, round(h.idle_since_s * 1e6)) for tn, hs in t.idle.items() for h in hs
+    )
     assert sql and got == [tuple(r) for r in sql]
 
 
