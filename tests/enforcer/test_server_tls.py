@@ -187,8 +187,9 @@ def test_load_table_reads_the_analytics_decisions(analysed_lake):
 
 def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
     at = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+    us = lambda d: int(d.timestamp() * 1e6)  # noqa: E731 - rows carry UTC microseconds, as the writers' do
     w = LakeWriter(tmp_path)
-    row = dict(computed_at=at, cluster="c", tenant="vision", gpu_model=None, allocated_gpus=4.0)
+    row = dict(computed_at=us(at), cluster="c", tenant="vision", gpu_model=None, allocated_gpus=4.0)
     w.write("decisions", frame_from_rows("decisions", [row]), "t")
     hold = dict(cluster="c", tenant="vision", namespace="v", pod="p", job_id="j", gpu_uuid="G", share=1.0)
     old = at - dt.timedelta(minutes=5)
@@ -197,8 +198,8 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
         frame_from_rows(
             "idle_holds",
             [
-                hold | dict(computed_at=at, idle_since=at - dt.timedelta(hours=3)),
-                hold | dict(computed_at=old, pod="woke-up", idle_since=old - dt.timedelta(hours=9)),
+                hold | dict(computed_at=us(at), idle_since=us(at - dt.timedelta(hours=3))),
+                hold | dict(computed_at=us(old), pod="woke-up", idle_since=us(old - dt.timedelta(hours=9))),
             ],
         ),
         "t",
