@@ -204,8 +204,8 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 def _label_key(v: str) -> bool:
     """A Kubernetes label key: [DNS-subdomain prefix (<= 253) "/"] name (<= 63, alphanumerics, '-', '_', '.')."""
-    prefix, _, name = v.rpartition("/")
-    ok_prefix = not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
+    prefix, slash, name = v.rpartition("/")
+    ok_prefix = not slash or (0 < len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
     return ok_prefix and _LABEL_NAME.fullmatch(name) is not None
 
 

@@ -59,6 +59,8 @@ BAD = [
         [
             "enforcer.quota_mode: must be one of enforce, warn, dry-run, got 'block'",
             "enforcer.max_table_age_s: must be > 0",
+            "enforcer.idle_min_h: must be >= 0, got -1",
+            "enforcer.tenant_label: must be a Kubernetes label key (prefix/name) or empty, got 'Team Name/x y'",
         ],
     ),
     (
@@ -95,3 +97,15 @@ def test_every_bad_fixture_is_covered():
 def test_missing_config_file_is_reported():
     with pytest.raises(ConfigError, match="file not found"):
         config.load(FIXTURES / "nope.toml")
+
+
+@pytest.mark.parametrize("key", ["gpuledger.io/tenant", "team", "example.com/cost-center_1", ""])
+def test_tenant_label_takes_any_label_key_or_empty(key):
+    cfg = config.parse({"enforcer": {"tenant_label": key, "idle_min_h": 0.5}}, "t.toml")
+    assert cfg.enforcer.tenant_label == key and cfg.enforcer.idle_min_h == 0.5
+
+
+@pytest.mark.parametrize("key", ["Example.com/team", "/team", "team-", "a/b/c", "x" * 64])
+def test_tenant_label_rejects_what_kubernetes_rejects(key):
+    with pytest.raises(ConfigError, match="enforcer.tenant_label: must be a Kubernetes label key"):
+        config.parse({"enforcer": {"tenant_label": key}}, "t.toml")
