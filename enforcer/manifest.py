@@ -1,5 +1,7 @@
-"""Kubernetes objects to run the webhook: ServiceAccount and RBAC, the TLS Secret, a Deployment of 2+ replicas,
-its Service, and the Validating- and MutatingWebhookConfiguration. Plain dicts, dumped as one YAML stream.
+"""Kubernetes objects to run the webhook: its Namespace, ServiceAccount and RBAC, the TLS Secret, the config's
+ConfigMap, a Deployment of 2+ replicas spread over nodes with a PodDisruptionBudget, its Service, and the
+Validating- and MutatingWebhookConfiguration. Plain dicts, dumped as one YAML stream; the lake is a
+PersistentVolumeClaim the analytics write (ReadWriteMany when they run elsewhere), named, not created.
 
 Defaults follow ENFORCER_NOTES.md §1.2-1.3: failurePolicy Ignore (a webhook outage must not stop the cluster's
 writes; the audit catches what slipped through), timeoutSeconds 3, sideEffects NoneOnDryRun (the audit is a side
@@ -34,10 +36,16 @@ def objects(
     key_pem: bytes | None = None,
     lake_claim: str = "gpuledger-lake",
     service: str = APP,
+    config_toml: str | None = None,
 ) -> list[dict]:
     labels = {"app.kubernetes.io/name": APP}
     b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
     out: list[dict] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "gpuledger"}},
+        },
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": APP, "namespace": namespace}},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -64,6 +72,14 @@ def objects(
                 "data": {"tls.crt": b64(cert_pem), "tls.key": b64(key_pem)},
             }
         )
+    out.append(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{APP}-config", "namespace": namespace},
+            "data": {"gpuledger.toml": config_toml if config_toml is not None else "# gpuledger's built-in defaults\n"},
+        }
+    )
     probe = lambda path: {"httpGet": {"path": path, "port": 8443, "scheme": "HTTPS"}, "periodSeconds": 10}  # noqa: E731
     out.append(
         {
@@ -77,6 +93,21 @@ def objects(
                     "metadata": {"labels": labels},
                     "spec": {
                         "serviceAccountName": APP,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        # Replicas on different nodes: losing one node must not take every replica with it.
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "weight": 100,
+                                        "podAffinityTerm": {
+                                            "labelSelector": {"matchLabels": labels},
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        },
+                                    }
+                                ]
+                            }
+                        },
                         "containers": [
                             {
                                 "name": "enforcer",
@@ -98,6 +129,11 @@ def objects(
                                 "readinessProbe": probe("/readyz"),
                                 "livenessProbe": probe("/healthz"),
                                 "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
                                 "volumeMounts": [
                                     {"name": "tls", "mountPath": "/tls", "readOnly": True},
                                     {"name": "lake", "mountPath": "/lake"},
@@ -117,6 +153,14 @@ def objects(
     )
     out.append(
         {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": APP, "namespace": namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
+        }
+    )
+    out.append(
+        {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": service, "namespace": namespace, "labels": labels},
@@ -126,6 +170,8 @@ def objects(
     for kind, path in (("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")):
         hooks = []
         for name, group, resources, cel in _KINDS:
+            if name == "pods" and kind.startswith("Mutating"):
+                continue  # a Pod is never patched (priority goes on its template's owner): no call to make
             hook = {
                 "name": f"{name}.{path.strip('/')}.gpuledger.io",
                 "admissionReviewVersions": ["v1"],

@@ -667,10 +667,20 @@ def enforcer_certs(service, namespace, out, days) -> None:
     help="Folder from `gpuledger enforcer certs`: adds the TLS Secret and the webhooks' caBundle.",
 )
 @click.option("--lake-claim", default="gpuledger-lake", show_default=True, help="PersistentVolumeClaim of the lake.")
-def enforcer_manifest(namespace, image, replicas, tls_dir, lake_claim) -> None:
+@click.option(
+    "--config-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The gpuledger.toml the webhook reads (validated, then put in its ConfigMap) [built-in defaults].",
+)
+def enforcer_manifest(namespace, image, replicas, tls_dir, lake_claim, config_file) -> None:
     """Print the Kubernetes objects that run the webhook (RBAC, Deployment, Service, webhook configurations)."""
     from enforcer.manifest import dump, objects
 
+    toml_text = None
+    if config_file is not None:
+        config_mod.load(config_file)  # a bad config is refused here, not by a crash-looping webhook
+        toml_text = config_file.read_text()
     pem = {}
     if tls_dir is not None:
         for key, name in (("ca_pem", "ca.crt"), ("cert_pem", "tls.crt"), ("key_pem", "tls.key")):
@@ -678,7 +688,7 @@ def enforcer_manifest(namespace, image, replicas, tls_dir, lake_claim) -> None:
             if not f.exists():
                 raise UsageError(f"--tls-dir {tls_dir}: no {name} (write them with `gpuledger enforcer certs`)")
             pem[key] = f.read_bytes()
-    click.echo(dump(objects(namespace, image, replicas, lake_claim=lake_claim, **pem)), nl=False)
+    click.echo(dump(objects(namespace, image, replicas, lake_claim=lake_claim, config_toml=toml_text, **pem)), nl=False)
 
 
 # -- export --------------------------------------------------------------------------------------------

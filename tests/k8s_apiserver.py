@@ -1,9 +1,12 @@
-"""A Kubernetes API server stand-in that replays recorded pod states over real HTTP, so the real kubernetes
-client (its REST layer, watch framing and deserialization) runs unchanged in tests.
+"""A Kubernetes API server stand-in that replays recorded object states over real HTTP, so the real kubernetes
+client (its REST layer, watch framing and deserialization) and the real kubectl run unchanged in tests.
 
-It serves what the pod watcher and the source use: paginated `GET /api/v1/pods`, `?watch=true` streams from a
-resourceVersion (one ERROR 410 event when that version was compacted away), `GET /api/v1/namespaces/<ns>`
-and `GET /apis/batch/v1/namespaces/<ns>/jobs/<name>`. Tests add events as they go.
+It serves what the watchers and the sources use: paginated `GET /api/v1/pods` and `/api/v1/namespaces`,
+`?watch=true` streams from a resourceVersion (one ERROR 410 event when that version was compacted away),
+`GET /api/v1/namespaces/<ns>` and `GET /apis/batch/v1/namespaces/<ns>/jobs/<name>`; and for kubectl, the
+legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the kinds in DISCOVERY,
+with 404 for any object it was not given (so `kubectl apply --dry-run=client` reports "created"). Tests add
+events as they go.
 """
 
 from __future__ import annotations
@@ -15,11 +18,35 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+# group/version -> [(plural, kind, namespaced)]: what kubectl's REST mapper needs to place each manifest object.
+DISCOVERY = {
+    "v1": [
+        ("namespaces", "Namespace", False),
+        ("pods", "Pod", True),
+        ("services", "Service", True),
+        ("serviceaccounts", "ServiceAccount", True),
+        ("secrets", "Secret", True),
+        ("configmaps", "ConfigMap", True),
+    ],
+    "apps/v1": [("deployments", "Deployment", True)],
+    "batch/v1": [("jobs", "Job", True)],
+    "policy/v1": [("poddisruptionbudgets", "PodDisruptionBudget", True)],
+    "rbac.authorization.k8s.io/v1": [
+        ("clusterroles", "ClusterRole", False),
+        ("clusterrolebindings", "ClusterRoleBinding", False),
+    ],
+    "admissionregistration.k8s.io/v1": [
+        ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
+        ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
+    ],
+}
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
 
 class RecordedApiServer:
     def __init__(self):
         self.rv = 100
-        self.events: list[tuple[int, str, dict]] = []  # (resourceVersion, type, pod)
+        self.events: list[tuple[int, str, dict]] = []  # (resourceVersion, type, object)
         self.pods: dict[str, dict] = {}  # uid -> latest pod (the list view)
         self.compacted_below = 0  # watches from an older resourceVersion get 410 Gone
         self.namespaces: dict[str, dict] = {}
@@ -49,18 +76,22 @@ class RecordedApiServer:
         conf.host = self.url
         return client.ApiClient(conf)
 
-    def emit(self, kind: str, pod: dict) -> int:
+    def emit(self, kind: str, obj: dict, what: str = "Pod") -> int:
+        """Record an ADDED, MODIFIED or DELETED event of a Pod or a Namespace; returns its resourceVersion."""
         with self._lock:
             self.rv += 1
-            pod = copy.deepcopy(pod)
-            pod.setdefault("apiVersion", "v1")
-            pod.setdefault("kind", "Pod")
-            pod["metadata"]["resourceVersion"] = str(self.rv)
-            self.events.append((self.rv, kind, pod))
+            obj = copy.deepcopy(obj)
+            obj.setdefault("apiVersion", "v1")
+            obj.setdefault("kind", what)
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.events.append((self.rv, kind, obj))
+            store, key = (
+                (self.pods, obj["metadata"]["uid"]) if what == "Pod" else (self.namespaces, obj["metadata"]["name"])
+            )
             if kind == "DELETED":
-                self.pods.pop(pod["metadata"]["uid"], None)
+                store.pop(key, None)
             else:
-                self.pods[pod["metadata"]["uid"]] = pod
+                store[key] = obj
             return self.rv
 
     def forget(self, uid: str) -> None:
@@ -88,10 +119,16 @@ class RecordedApiServer:
                 q = {k: v[0] for k, v in parse_qs(u.query).items()}
                 server.requests.append(self.path)
                 parts = u.path.strip("/").split("/")
-                if u.path == "/api/v1/pods" and q.get("watch") == "true":
-                    return self._watch(q)
-                if u.path == "/api/v1/pods":
-                    return self._list(q)
+                for path, kind, store in (
+                    ("/api/v1/pods", "Pod", server.pods),
+                    ("/api/v1/namespaces", "Namespace", server.namespaces),
+                ):
+                    if u.path == path:
+                        return self._watch(q, kind) if q.get("watch") == "true" else self._list(q, kind, store)
+                if u.path in ("/api", "/apis") or u.path.startswith(("/api/", "/apis/")) and len(parts) <= 3:
+                    doc = _discovery(parts)
+                    if doc is not None:
+                        return self._json(200, doc)
                 if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
                     ns = server.namespaces.get(parts[3])
                     if ns is None:
@@ -104,9 +141,9 @@ class RecordedApiServer:
                     return self._json(200, job)
                 return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
 
-            def _list(self, q):
+            def _list(self, q, kind, store):
                 with server._lock:
-                    items = sorted(server.pods.values(), key=lambda p: p["metadata"]["uid"])
+                    items = [store[k] for k in sorted(store)]
                     rv = server.rv
                 limit = int(q.get("limit", 0) or 0) or len(items) or 1
                 start = int(q.get("continue", 0) or 0)
@@ -115,9 +152,9 @@ class RecordedApiServer:
                 meta = {"resourceVersion": str(rv)}
                 if cont:
                     meta["continue"] = cont
-                self._json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page})
+                self._json(200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta, "items": page})
 
-            def _watch(self, q):
+            def _watch(self, q, what):
                 since = int(q.get("resourceVersion", 0) or 0)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -148,12 +185,40 @@ class RecordedApiServer:
                     deadline = time.time() + server.hold_s
                     while time.time() < deadline:
                         with server._lock:
-                            new = [(rv, k, p) for rv, k, p in server.events if rv > sent]
-                        for rv, kind, pod in new:
-                            send({"type": kind, "object": pod})
+                            new = [(rv, k, o) for rv, k, o in server.events if rv > sent and o["kind"] == what]
+                        for rv, kind, obj in new:
+                            send({"type": kind, "object": obj})
                             sent = rv
                         time.sleep(0.02)
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
         return Handler
+
+
+def _discovery(parts: list[str]) -> dict | None:
+    """The legacy discovery documents: /api, /apis, /api/v1, /apis/<group>/<version> (and /apis/<group>)."""
+    groups = sorted({gv.split("/")[0] for gv in DISCOVERY if "/" in gv})
+    if parts == ["api"]:
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in groups]}
+    if parts[0] == "apis" and len(parts) == 2 and parts[1] in groups:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1])}
+    gv = "v1" if parts == ["api", "v1"] else "/".join(parts[1:]) if parts[0] == "apis" and len(parts) == 3 else None
+    if gv not in DISCOVERY:
+        return None
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": [
+            {"name": plural, "singularName": kind.lower(), "namespaced": ns, "kind": kind, "verbs": VERBS}
+            for plural, kind, ns in DISCOVERY[gv]
+        ],
+    }
+
+
+def _group(name: str) -> dict:
+    versions = [{"groupVersion": gv, "version": gv.split("/")[1]} for gv in DISCOVERY if gv.split("/")[0] == name]
+    return {"name": name, "versions": versions, "preferredVersion": versions[0]}
