@@ -5,7 +5,9 @@ row out. Pure (the clock and the table are arguments), so every policy x mode is
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from enforcer import policies
@@ -39,6 +41,19 @@ class Table:
     rows: dict[tuple[str, str | None], policies.TenantRow]
     computed_at: dt.datetime | None
     idle: dict[str, tuple[policies.IdleHold, ...]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._by_key = {(t, model_key(m)): row for (t, m), row in self.rows.items()}
+
+    def row(self, tenant: str, model: str | None) -> policies.TenantRow | None:
+        """The row of a tenant and model, however the model is spelt: a pod names it by its node label
+        (nvidia.com/gpu.product = NVIDIA-H100-80GB-HBM3), the lake by its NVML name (NVIDIA H100 80GB HBM3)."""
+        return self._by_key.get((tenant, model_key(model)))
+
+
+def model_key(model: str | None) -> str | None:
+    """One spelling per GPU model: GPU feature discovery's labels put dashes where NVML names have spaces."""
+    return None if model is None else re.sub(r"[\s_-]+", " ", model).strip().casefold()
 
 
 class Recent:
@@ -78,9 +93,20 @@ class Outcome:
     gpus: float
 
 
-def decide(review: Review, table: Table | None, s: Settings, recent: Recent, now: dt.datetime, mutate: bool = False):
+def decide(
+    review: Review,
+    table: Table | None,
+    s: Settings,
+    recent: Recent,
+    now: dt.datetime,
+    mutate: bool = False,
+    labelled: Mapping[str, str] | None = None,
+):
+    """`labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
     uid = review.uid
     tenant = s.tenant_of_namespace.get(review.namespace)
+    if tenant is None and labelled is not None:
+        tenant = labelled.get(review.namespace)
     if review.operation not in ("CREATE", "UPDATE") or review.obj is None:
         return Outcome(allow(uid), "allow", None, None, "", tenant, None, 0)
     try:
@@ -120,7 +146,7 @@ def decide(review: Review, table: Table | None, s: Settings, recent: Recent, now
     now_s = now.timestamp()
     verdicts = []
     for model in ([a.model] if a.model else []) + [None]:
-        row = table.rows.get((tenant, model))
+        row = table.row(tenant, model)
         held_recent = recent.gpus(now_s, tenant, model)
         verdicts.append(policies.quota(row, a.gpus, held_recent, what, s.modes["quota"]))
         if model is None:
@@ -153,15 +179,29 @@ def decide(review: Review, table: Table | None, s: Settings, recent: Recent, now
             a.model,
             a.gpus,
         )
-    patch = []
-    if mutate and s.modes["fair-share"] != "dry-run":
-        row = table.rows.get((tenant, None))
-        cls = policies.priority_class(row.fairshare if row else None, s.priority_classes)
-        if cls:
-            patch = policies.priority_patch(review.kind, review.obj, cls)
+    # Fair share, on /mutate only: enforce sets the tenant's priority class, warn says which class it would set,
+    # dry-run records it in the audit only.
+    patch, share = [], None
+    row = table.row(tenant, None)
+    cls = policies.priority_class(row.fairshare if row else None, s.priority_classes) if mutate else None
+    ops = policies.priority_patch(review.kind, review.obj, cls) if cls else []
+    if ops:
+        fs_mode = s.modes["fair-share"]
+        verb = "gets" if fs_mode == "enforce" else "would get"
+        share = policies.Verdict(
+            "fair-share",
+            fs_mode,
+            False,
+            f"tenant {tenant}'s fair-share factor is {row.fairshare:.2f}: this {what} {verb} priority class {cls}",
+        )
+        if fs_mode == "enforce":
+            patch = ops
+        elif fs_mode == "warn":
+            warnings.append(share.message)
     if not review.dry_run:
         recent.add(now_s, tenant, a.model, a.gpus)
-    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] or dry
+    # The audit's policy and mode are the first noted; its reason joins them all.
+    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] + dry + ([share] if share else [])
     policy = noted[0].policy if noted else None
     mode = noted[0].mode if noted else None
     reason = "; ".join(v.message for v in noted)

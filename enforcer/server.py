@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from enforcer.decide import Recent, Settings, Table, decide
+from enforcer.namespaces import NamespaceTenants
 from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
 from enforcer.store import AuditWriter
 
@@ -36,8 +37,10 @@ class Webhook:
         audit: AuditWriter | None = None,
         cluster: str = "default",
         clock=lambda: dt.datetime.now(dt.timezone.utc),
+        namespaces: NamespaceTenants | None = None,
     ):
         self.settings, self.table, self.audit, self.cluster, self.clock = settings, table, audit, cluster, clock
+        self.namespaces = namespaces  # tenants from namespace labels, kept by a watch (None: the config's map only)
         self.recent = Recent(settings.burst_window_s)
         self._lock = threading.Lock()  # decisions of concurrent requests see each other's admissions
         r = self.registry = CollectorRegistry()
@@ -59,6 +62,12 @@ class Webhook:
             "gpuledger_decision_table_stale", "1 when the table is missing or older than the bound", registry=r
         )
         self.stale.set_function(lambda: 1.0 if (a := self._age()) < 0 or a > self.settings.max_table_age_s else 0.0)
+        Gauge(
+            "gpuledger_labelled_namespaces", "Namespaces whose tenant comes from their label (watched)", registry=r
+        ).set_function(lambda: len(self.namespaces) if self.namespaces is not None else 0)
+        Gauge(
+            "gpuledger_namespace_watch_errors", "Failed namespace list/watch calls since start", registry=r
+        ).set_function(lambda: self.namespaces.watcher.stats.errors if self.namespaces is not None else 0)
         self.bad_requests = Counter(
             "gpuledger_admission_bad_requests", "Bodies refused with a 4xx", ["status"], registry=r
         )
@@ -83,7 +92,7 @@ class Webhook:
             return JSONResponse({"error": str(e)}, e.status)
         try:
             with self._lock:
-                o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate)
+                o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate, self.namespaces)
         except Exception:  # a bug must not block the API server: admit, say so, count it, log it
             log.exception("enforcer: could not decide on %s %s/%s (uid %s)", r.kind, r.namespace, r.name, r.uid)
             self.bad_requests.labels("internal").inc()

@@ -613,8 +613,19 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     except (ssl.SSLError, OSError) as e:
         raise UsageError(f"--cert {cert} / --key {key}: not a usable certificate and key: {e}") from None
     replica = replica or socket.gethostname().split(".")[0]
+    namespaces = None
+    if ctx.cfg.enforcer.tenant_label:
+        from enforcer.namespaces import NamespaceTenants
+        from gpuledger.kube_watch import load_api
+
+        try:
+            namespaces = NamespaceTenants(load_api(), ctx.cfg.enforcer.tenant_label)
+        except GpuledgerError as e:  # no cluster to watch (a local run): the config's map still applies
+            click.echo(f"enforcer: namespace labels are not watched ({e}); tenants come from the config only", err=True)
     audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
-    hook = Webhook(_enforcer_settings(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster)
+    hook = Webhook(
+        _enforcer_settings(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster, namespaces=namespaces
+    )
     sched = BackgroundScheduler(timezone="UTC")
     sched.add_job(
         lambda: hook.set_table(load_table(ctx.lake)),
@@ -626,6 +637,8 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     )
     audit.start()
     sched.start()
+    if namespaces is not None:
+        namespaces.start()
     click.echo(f"enforcer on https://{host}:{port} (validate, mutate) over {ctx.lake.resolve()}", err=True)
     try:
         uvicorn.run(
@@ -639,6 +652,8 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
         )
     finally:
         sched.shutdown(wait=False)
+        if namespaces is not None:
+            namespaces.stop()
         audit.close()
 
 

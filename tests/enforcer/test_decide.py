@@ -124,8 +124,19 @@ def test_fair_share_priority_is_patched_on_a_job_in_mutate_only():
     o = run(review("1", kind="Job"), mutate=True)
     ops = json.loads(base64.b64decode(o.response["response"]["patch"]))
     assert [op["value"] for op in ops][-2:] == ["gpu-high", "gpu-high"]
+    assert (o.decision, o.policy, o.mode) == ("allow", "fair-share", "enforce")
+    assert o.reason == "tenant vision's fair-share factor is 0.60: this Job gets priority class gpu-high"
     assert "patch" not in run(review("1", kind="Job")).response["response"]  # /validate never patches
     assert "patch" not in run(review("1"), mutate=True).response["response"]  # a Pod is never patched
+
+
+@pytest.mark.parametrize("mode", ["warn", "dry-run"])
+def test_fair_share_in_warn_and_dry_run_sets_nothing(mode):
+    o = run(review("1", kind="Job"), t=table(fairshare=0.1), s=settings(**{"fair-share": mode}), mutate=True)
+    r = o.response["response"]
+    msg = "tenant vision's fair-share factor is 0.10: this Job would get priority class gpu-low"
+    assert "patch" not in r and (o.policy, o.mode, o.reason) == ("fair-share", mode, msg)
+    assert (o.decision, r.get("warnings")) == (("warn", [msg]) if mode == "warn" else ("allow", None))
 
 
 def test_a_burst_cannot_overrun_the_quota():
@@ -167,3 +178,20 @@ def test_no_gpus_or_no_tenant():
     assert run(review("0")).decision == "allow"
     o = run(review("2", namespace="elsewhere"))
     assert o.decision == "warn" and "namespace elsewhere belongs to no tenant" in o.reason
+
+
+def test_the_node_label_spelling_of_a_model_finds_the_lake_spelling():
+    # The lake names models as NVML does; a pod's node selector as GPU feature discovery labels them.
+    nvml = "NVIDIA H100 80GB HBM3"
+    t = Table(
+        {("vision", nvml): TenantRow("vision", nvml, 14, 16), ("vision", None): TenantRow("vision", None, 14, None)},
+        NOW,
+    )
+    o = run(review("4"), t=t)  # the request's nodeSelector is NVIDIA-H100-80GB-HBM3
+    assert (
+        o.decision == "deny"
+        and o.reason == f"tenant vision uses 14 of 16 {nvml} GPUs; this Pod asks 4 (quota exceeded by 2)"
+    )
+    a100 = "NVIDIA A100-SXM4-80GB"  # NVML keeps this dash; the label has dashes throughout
+    assert Table({("t", a100): TenantRow("t", a100, 0, 1)}, NOW).row("t", "NVIDIA-A100-SXM4-80GB").gpu_model == a100
+    assert Table({("t", a100): TenantRow("t", a100, 0, 1)}, NOW).row("t", "NVIDIA-A100-SXM4-40GB") is None

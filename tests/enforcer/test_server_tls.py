@@ -2,11 +2,13 @@
 the real request and derived GPU variants, bad bodies, readiness, metrics, the audit in the lake, a reload under load.
 """
 
+import base64
 import concurrent.futures
 import copy
 import datetime as dt
 import json
 import socket
+import ssl
 import threading
 import time
 
@@ -16,7 +18,7 @@ import uvicorn
 
 from enforcer import certs
 from enforcer.decide import Settings, Table
-from enforcer.policies import TenantRow
+from enforcer.policies import IdleHold, TenantRow
 from enforcer.server import Webhook, create_app
 from enforcer.store import AuditWriter, load_table
 from gpuledger.lake import LakeWriter, frame_from_rows
@@ -72,7 +74,9 @@ def served(tmp_path):
     deadline = time.time() + 20
     while not server.started and time.time() < deadline:
         time.sleep(0.05)
-    client = httpx.Client(base_url=f"https://localhost:{port}", verify=str(paths["ca"]), timeout=10)
+    client = httpx.Client(
+        base_url=f"https://localhost:{port}", verify=ssl.create_default_context(cafile=str(paths["ca"])), timeout=10
+    )
     yield hook, client, tmp_path / "lake", port
     client.close()
     server.should_exit = True
@@ -206,3 +210,127 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
     )
     t = load_table(tmp_path)
     assert [(h.pod, h.idle_since_s) for h in t.idle["vision"]] == [("p", (at - dt.timedelta(hours=3)).timestamp())]
+
+
+def job_review(gpus, uid="u-job", namespace="vision-train"):
+    """DERIVED: the kubewarden request's pod spec as the template of a Job with GPUs (what /mutate patches)."""
+    doc = gpu_review(gpus, uid, namespace)
+    req = doc["request"]
+    req["kind"] = {"group": "batch", "version": "v1", "kind": "Job"}
+    req["resource"] = {"group": "batch", "version": "v1", "resource": "jobs"}
+    req["object"] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": namespace, "labels": {"app": "train"}},
+        "spec": {"template": {"spec": req["object"]["spec"]}},
+    }
+    return doc
+
+
+NOW_TABLE = {  # per policy: a decision table that the request below breaches, and that request
+    "quota": (lambda: table(quota=16, allocated=10), lambda: gpu_review("8", uid="u-q")),
+    "budget": (
+        lambda: Table({("vision", None): TenantRow("vision", None, 2, None, budget_usd=1000, spent_usd=1200)}, now()),
+        lambda: gpu_review("1", uid="u-b"),
+    ),
+    "idle-hog": (
+        lambda: Table(
+            {("vision", None): TenantRow("vision", None, 3, None)},
+            now(),
+            {"vision": tuple(IdleHold("vision-train", f"nb-{i}", H100, 1.0, time.time() - 5 * 3600) for i in range(3))},
+        ),
+        lambda: gpu_review("1", uid="u-i"),
+    ),
+    "fair-share": (
+        lambda: Table({("vision", None): TenantRow("vision", None, 2, None, fairshare=0.1)}, now()),
+        lambda: job_review("1", uid="u-f"),
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["enforce", "warn", "dry-run"])
+@pytest.mark.parametrize("policy", list(NOW_TABLE))
+def test_every_policy_in_every_mode_through_the_served_endpoint(served, policy, mode):
+    hook, client, lake, _ = served
+    modes = {p: "dry-run" for p in NOW_TABLE} | {policy: mode}
+    hook.settings = Settings({"vision-train": "vision"}, modes=modes, idle_max_gpus=2, idle_min_s=2 * 3600)
+    make_table, make_review = NOW_TABLE[policy]
+    hook.set_table(make_table())
+    body = make_review()
+    path = "/mutate" if policy == "fair-share" else "/validate"
+    r = client.post(path, json=body).json()["response"]
+    assert r["uid"] == body["request"]["uid"]
+    if policy == "fair-share":
+        assert r["allowed"] is True
+        if mode == "enforce":
+            ops = json.loads(base64.b64decode(r["patch"]))
+            assert (
+                r["patchType"] == "JSONPatch"
+                and {"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "gpu-low"} in ops
+            )
+        else:
+            assert "patch" not in r
+    elif mode == "enforce":
+        assert r["allowed"] is False and r["status"]["code"] == 403 and "tenant vision" in r["status"]["message"]
+    else:
+        assert r["allowed"] is True and "status" not in r
+    assert bool(r.get("warnings")) == (mode == "warn")
+    hook.audit.flush()
+    with Lake(lake) as q:
+        (row,) = q.execute(
+            "SELECT decision, policy, mode, tenant, reason, policy_version FROM admission_decisions"
+        ).rows
+    decision = {"enforce": "allow" if policy == "fair-share" else "deny", "warn": "warn", "dry-run": "allow"}[mode]
+    assert row[:4] == (decision, policy, mode, "vision") and row[4] and row[5] == "v1"
+
+
+def test_tenants_come_from_namespace_labels_kept_by_a_watch(served):
+    from enforcer.namespaces import NamespaceTenants
+    from gpuledger.config import TENANT_LABEL
+
+    from k8s_apiserver import RecordedApiServer
+
+    hook, client, lake, _ = served
+    hook.set_table(table(quota=16, allocated=10))
+
+    def ns(name, labels):
+        return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels}}
+
+    with RecordedApiServer() as api:
+        api.emit("ADDED", ns("lab", {TENANT_LABEL: "vision"}), "Namespace")
+        api.emit("ADDED", ns("vision-train", {TENANT_LABEL: "nlp"}), "Namespace")  # the config's map wins
+        api.emit("ADDED", ns("plain", {}), "Namespace")
+        hook.namespaces = tenants = NamespaceTenants(api.api_client(), TENANT_LABEL, timeout_s=5)
+        tenants.start()
+        try:
+            _wait(lambda: tenants.get("lab") == "vision")
+            r = client.post("/validate", json=gpu_review("8", uid="u-lab", namespace="lab")).json()["response"]
+            assert r["allowed"] is False and r["status"]["message"].startswith("tenant vision uses 10 of 16")
+            r = client.post("/validate", json=gpu_review("8", uid="u-vt")).json()["response"]
+            assert r["status"]["message"].startswith("tenant vision uses 10 of 16")  # not nlp
+            r = client.post("/validate", json=gpu_review("1", uid="u-plain", namespace="plain")).json()["response"]
+            assert r["warnings"] == ["namespace plain belongs to no tenant: not checked"]
+            # The label is taken off: the watch sees it and the namespace belongs to no tenant any more.
+            api.emit("MODIFIED", ns("lab", {}), "Namespace")
+            _wait(lambda: tenants.get("lab") is None)
+            r = client.post("/validate", json=gpu_review("8", uid="u-lab2", namespace="lab")).json()["response"]
+            assert r["allowed"] is True and r["warnings"] == ["namespace lab belongs to no tenant: not checked"]
+            assert "gpuledger_labelled_namespaces 1.0" in client.get("/metrics").text  # vision-train's
+        finally:
+            tenants.stop()
+    hook.audit.flush()
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, tenant, namespace FROM admission_decisions ORDER BY uid").rows
+    assert rows == [
+        ("u-lab", "vision", "lab"),
+        ("u-lab2", None, "lab"),
+        ("u-plain", None, "plain"),
+        ("u-vt", "vision", "vision-train"),
+    ]
+
+
+def _wait(ok, timeout_s=10.0):
+    deadline = time.time() + timeout_s
+    while not ok():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
