@@ -184,6 +184,15 @@ class Spool:
             except OSError as e:
                 raise SpoolError(f"cannot append to spool segment {self._current}: {e.strerror}") from e
 
+    def sync(self) -> None:
+        """fdatasync what was appended (a spool opened with fsync=False batches its syncs this way)."""
+        with self._lock:
+            if self._fd is not None:
+                try:
+                    os.fdatasync(self._fd)
+                except OSError as e:
+                    raise SpoolError(f"cannot sync spool segment {self._current}: {e.strerror}") from e
+
     # -- flush ------------------------------------------------------------------------------------
     def depth(self) -> tuple[int, int]:
         """(segments, bytes) waiting to be flushed, the open segment included."""
@@ -195,6 +204,8 @@ class Spool:
         with self._lock:
             closed = [p for p in self._segments() if p != self._current]
             if self._fd is not None and self._current is not None and self._current.stat().st_size > 0:
+                if not self.fsync:
+                    os.fdatasync(self._fd)  # the segment is about to be read back: all of it on disk first
                 os.close(self._fd)
                 closed.append(self._current)
                 self._open_new_segment()

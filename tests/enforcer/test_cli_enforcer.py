@@ -11,6 +11,7 @@ import sys
 import time
 
 import httpx
+from click.testing import CliRunner
 
 from gpuledger.config import TENANT_LABEL
 from gpuledger.query import Lake
@@ -38,99 +39,137 @@ def test_serve_refuses_a_bad_certificate(cli, tmp_path):
     assert r.exit_code != 0 and "not a usable certificate and key" in r.output and "Traceback" not in r.output
 
 
-def test_serve_answers_over_tls_and_audits_into_the_lake(cli, analysed_lake, tmp_path):
-    lake = tmp_path / "lake"
-    shutil.copytree(analysed_lake, lake)
-    cli("enforcer", "certs", "--out", tmp_path / "tls")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # The analysed lake's table is from END, long ago: allow it any age, so the policies (not the failure mode) run.
-    (tmp_path / "gpuledger.toml").write_text("[enforcer]\nmax_table_age_s = 1e12\n")
-    # The cluster: the stand-in API server, with a namespace the config does not map, labelled for tenant vision.
-    api = RecordedApiServer().__enter__()
-    api.emit("ADDED", {"metadata": {"name": "lab", "uid": "ns-lab", "labels": {TENANT_LABEL: "vision"}}}, "Namespace")
-    (tmp_path / "kubeconfig").write_text(
+def kubeconfig(path, url):
+    path.write_text(
         json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "t", "cluster": {"server": api.url}}],
+                "clusters": [{"name": "t", "cluster": {"server": url}}],
                 "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
                 "users": [{"name": "u", "user": {}}],
                 "current-context": "t",
             }
         )
     )
-    env = os.environ | {
-        "KUBECONFIG": str(tmp_path / "kubeconfig"),
-        "GPULEDGER_CONFIG": str(tmp_path / "gpuledger.toml"),
-    }
+    return path
+
+
+def serve(tmp_path, lake, replica, env=None):
+    """`gpuledger enforcer serve` as a process; returns it and an HTTPS client once /healthz answers."""
+    if not (tmp_path / "tls").exists():
+        from gpuledger.cli import main
+
+        CliRunner().invoke(main, ["enforcer", "certs", "--out", str(tmp_path / "tls")])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    if env is None:
+        env = os.environ | {"GPULEDGER_CONFIG": "", "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
     env.pop("KUBERNETES_SERVICE_HOST", None)  # not in a pod, whatever runs the tests
+    tls = tmp_path / "tls"
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuledger.cli",
-            "enforcer",
-            "serve",
-            "--cert",
-            str(tmp_path / "tls" / "tls.crt"),
-            "--key",
-            str(tmp_path / "tls" / "tls.key"),
-            "--port",
-            str(port),
-            "--host",
-            "127.0.0.1",
-            "--lake",
-            str(lake),
-            "--replica",
-            "r1",
-        ],
+        [sys.executable, "-m", "gpuledger.cli", "enforcer", "serve", "--cert", str(tls / "tls.crt")]
+        + ["--key", str(tls / "tls.key"), "--port", str(port), "--host", "127.0.0.1", "--lake", str(lake)]
+        + ["--replica", replica],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
-    try:
-        # The certificate names the Service, so the client checks it against the CA with that name.
-        client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=5)
-        deadline = time.time() + 30
-        while True:
-            try:
-                if client.get("/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.time() > deadline or p.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        assert client.get("/readyz").status_code == 200  # the analysed lake has a decision table
-        r = client.post("/validate", json=RAW).json()
-        assert r["response"] == {"uid": RAW["request"]["uid"], "allowed": True}
-        # DERIVED from the same request: 100 H100s asked in the labelled namespace, over vision's quota of 40.
-        gpu = copy.deepcopy(RAW)
-        gpu["request"].update(uid="u-lab", namespace="lab")
-        gpu["request"]["object"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "100"}}
-        gpu["request"]["object"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-        deadline = time.time() + 20
-        while "gpuledger_labelled_namespaces 1.0" not in client.get("/metrics").text:
-            assert time.time() < deadline, "the namespace watch never saw the labelled namespace"
-            time.sleep(0.1)
-        r = client.post("/validate", json=gpu).json()["response"]
-        assert r["allowed"] is False and r["status"]["message"].startswith("tenant vision uses ")
-        assert "of 40 NVIDIA H100 80GB HBM3 GPUs; this Pod asks 100" in r["status"]["message"]
-        client.close()
-    finally:
-        api.__exit__(None, None, None)
-        p.send_signal(signal.SIGINT)
+    # verify=False: the certificate names the Service, not 127.0.0.1 (test_server_tls checks it against the CA).
+    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=5)
+    deadline = time.time() + 30
+    while True:
         try:
-            err = p.communicate(timeout=30)[1]
-        except subprocess.TimeoutExpired:
-            p.kill()
-            raise AssertionError("enforcer serve did not stop on Ctrl-C: " + p.communicate()[1]) from None
+            if client.get("/healthz").status_code == 200:
+                return p, client
+        except httpx.HTTPError:
+            if time.time() > deadline or p.poll() is not None:
+                p.kill()
+                raise AssertionError("enforcer serve did not start: " + p.communicate()[1]) from None
+            time.sleep(0.2)
+
+
+def stop(p) -> str:
+    p.send_signal(signal.SIGINT)
+    try:
+        err = p.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("enforcer serve did not stop on Ctrl-C: " + p.communicate()[1]) from None
     assert "Traceback" not in err, err
+    return err
+
+
+def gpu_request(uid, namespace, gpus):
+    """DERIVED from the kubewarden Pod CREATE: `gpus` H100s on its first container."""
+    gpu = copy.deepcopy(RAW)
+    gpu["request"].update(uid=uid, namespace=namespace)
+    gpu["request"]["object"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    gpu["request"]["object"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return gpu
+
+
+def test_serve_answers_over_tls_and_audits_into_the_lake(analysed_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(analysed_lake, lake)
+    # The analysed lake's table is from END, long ago: allow it any age, so the policies (not the failure mode) run.
+    (tmp_path / "gpuledger.toml").write_text("[enforcer]\nmax_table_age_s = 1e12\n")
+    # The cluster: the stand-in API server, with a namespace the config does not map, labelled for tenant vision.
+    with RecordedApiServer() as api:
+        api.emit(
+            "ADDED", {"metadata": {"name": "lab", "uid": "ns-lab", "labels": {TENANT_LABEL: "vision"}}}, "Namespace"
+        )
+        env = os.environ | {
+            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", api.url)),
+            "GPULEDGER_CONFIG": str(tmp_path / "gpuledger.toml"),
+        }
+        p, client = serve(tmp_path, lake, "r1", env)
+        try:
+            assert client.get("/readyz").status_code == 200  # the analysed lake has a decision table
+            r = client.post("/validate", json=RAW).json()
+            assert r["response"] == {"uid": RAW["request"]["uid"], "allowed": True}
+            deadline = time.time() + 20
+            while "gpuledger_labelled_namespaces 1.0" not in client.get("/metrics").text:
+                assert time.time() < deadline, "the namespace watch never saw the labelled namespace"
+                time.sleep(0.1)
+            # 100 H100s asked in the labelled namespace, over vision's quota of 40.
+            r = client.post("/validate", json=gpu_request("u-lab", "lab", 100)).json()["response"]
+            assert r["allowed"] is False and r["status"]["message"].startswith("tenant vision uses ")
+            assert "of 40 NVIDIA H100 80GB HBM3 GPUs; this Pod asks 100" in r["status"]["message"]
+            client.close()
+        finally:
+            stop(p)
     with Lake(lake) as q:
         assert q.execute("SELECT uid, node, decision, tenant FROM admission_decisions ORDER BY ts").rows == [
             (RAW["request"]["uid"], "r1", "allow", None),
             ("u-lab", "r1", "deny", "vision"),
         ]
+
+
+def test_serve_without_a_cluster_says_labels_are_not_watched(tmp_path):
+    p, client = serve(tmp_path, tmp_path / "lake", "r1")
+    client.close()
+    assert "namespace labels are not watched" in stop(p)
+
+
+def test_kill_9_loses_no_decision(analysed_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(analysed_lake, lake)
+    p, client = serve(tmp_path, lake, "doomed")
+    uids = [f"k9-{i}" for i in range(50)]
+    for uid in uids:
+        assert client.post("/validate", json=gpu_request(uid, "vision-train", 1)).status_code == 200
+    client.close()
+    p.kill()  # SIGKILL right after the last answer: no flush, no clean shutdown
+    p.communicate()
+    assert not list((lake / "admission_decisions").glob("date=*/*.parquet"))  # nothing reached the lake yet...
+    # ...and a replica of another name (a Deployment's restarted pod) adopts the dead one's spool on start.
+    p, client = serve(tmp_path, lake, "successor")
+    client.close()
+    stop(p)
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, node FROM admission_decisions ORDER BY uid").rows
+    assert rows == sorted((uid, "doomed") for uid in uids)
+    assert not list((lake / "_spool" / "webhook-doomed").glob("seg-*.wal"))  # replayed, then removed
