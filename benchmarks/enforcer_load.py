@@ -62,6 +62,14 @@ def lake_with_decisions(root: Path) -> Path:
     }
     rows = [{**base, "gpu_model": H100, "quota_gpus": 1e9}, {**base, "gpu_model": None, "quota_gpus": 1e9}]
     LakeWriter(lake).write("decisions", frame_from_rows("decisions", rows), "bench")
+    # Idle GPUs for the idle-hog gate to weigh on every request: 20 tenths of a GPU, 3 h idle (2 GPUs: under
+    # the default limit of 4, so the request is admitted after the whole loop).
+    hold = {"computed_at": now, "cluster": "default", "tenant": "vision", "namespace": "vision-train", "share": 0.1}
+    holds = [
+        hold | {"pod": f"nb-{i}", "job_id": f"j{i}", "gpu_uuid": f"G{i}", "idle_since": now - 3 * 3600 * 10**6}
+        for i in range(20)
+    ]
+    LakeWriter(lake).write("idle_holds", frame_from_rows("idle_holds", holds), "bench")
     return lake
 
 
@@ -126,7 +134,7 @@ def main() -> None:
             "bench",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=(tmp / "server.log").open("w"),  # a file: a pipe nobody reads would block the server when full
         text=True,
     )
     base = f"https://127.0.0.1:{port}"
@@ -139,7 +147,7 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if time.time() > deadline or server.poll() is not None:
-                sys.exit("the enforcer did not become ready: " + (server.stderr.read() if server.poll() else ""))
+                sys.exit("the enforcer did not become ready: " + (tmp / "server.log").read_text())
             time.sleep(0.2)
         answer = httpx.post(base + "/validate", content=review_body(), verify=False).json()["response"]
         assert answer["allowed"] is True, answer
@@ -167,9 +175,21 @@ def main() -> None:
             f"baseline GET /healthz (unpaced, 15 s): {h['rps']:.0f} req/s, p50 {h['p50_ms']:.2f} ms, "
             f"p99 {h['p99_ms']:.2f} ms; /validate's maximum is {m['rps'] / h['rps']:.2f}x of it"
         )
+        sent = 1 + s["requests"] + m["requests"]
     finally:
-        server.terminate()
+        server.terminate()  # SIGTERM: uvicorn stops, the audit flushes what is left
         server.wait(30)
+    try:
+        from gpuledger.query import Lake
+
+        with Lake(lake) as q:
+            audited = q.execute("SELECT count(*) FROM admission_decisions").rows[0][0]
+        # wrk counts the responses it read; a few more may have been answered as it stopped.
+        print(f"audit: {audited:,} decisions in admission_decisions for the {sent:,} answers wrk counted")
+        left = list((lake / "_spool").glob("*/seg-*.wal"))
+        if audited < sent or left:
+            print(f"spool segments left: {left}\nserver log:\n{(tmp / 'server.log').read_text()[-3000:]}")
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 

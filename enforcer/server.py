@@ -9,10 +9,12 @@ writer, which appends them to the lake's admission_decisions in the background: 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -141,7 +143,16 @@ async def _read_body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-def create_app(hook: Webhook) -> Starlette:
+def create_app(hook: Webhook, on_stop: Callable[[], None] | None = None) -> Starlette:
+    """`on_stop` runs when the server shuts down gracefully (SIGTERM from the kubelet, or Ctrl-C): uvicorn
+    re-raises SIGTERM once it has stopped, which kills the process before code after `uvicorn.run` could run."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        if on_stop is not None:
+            on_stop()
+
     async def validate(request: Request) -> Response:
         return await hook.review(request, mutate=False)
 
@@ -160,11 +171,12 @@ def create_app(hook: Webhook) -> Starlette:
         return Response(generate_latest(hook.registry), media_type=CONTENT_TYPE_LATEST)
 
     return Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/validate", validate, methods=["POST"]),
             Route("/mutate", mutate, methods=["POST"]),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
-        ]
+        ],
     )

@@ -15,7 +15,7 @@ from enforcer.decide import Table
 from enforcer.policies import IdleHold, TenantRow
 from gpuledger.atomic import ensure_dir
 from gpuledger.errors import SpoolError
-from gpuledger.lake import LakeWriter, has_data, scan
+from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 from gpuledger.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,8 @@ class AuditWriter:
             raise SpoolError(f"audit spool {self.spool.dir} is held by another running replica named {replica!r}")
         self.recovered = self.spool.replay(self.writer) + self._adopt_orphans(root)
         self.spool.open()
+        self._lock = threading.Lock()
+        self._rows: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="audit")
 
@@ -104,11 +106,24 @@ class AuditWriter:
         self._thread.start()
 
     def put(self, row: dict) -> None:
-        self.spool.append("admission_decisions", {k: [v] for k, v in row.items()})
+        with self._lock:  # the spool's segment and the rows in memory hold the same decisions
+            self.spool.append("admission_decisions", {k: [v] for k, v in row.items()})
+            self._rows.append(row)
 
     def flush(self) -> int:
-        """Everything appended so far into the lake; returns the rows written."""
-        return self.spool.flush(self.writer)
+        """Everything appended so far into the lake; returns the rows written.
+
+        From the copy in memory, under the name a replay of the segment would use: reading the segment back
+        (JSON record by record) took 0.66 s for 20,000 decisions, holding the GIL the request path needs;
+        building the frame from memory takes 0.05 s."""
+        with self._lock:
+            seg = self.spool.rotate()
+            rows, self._rows = self._rows, []
+        if seg is None:
+            return 0
+        self.writer.write("admission_decisions", frame_from_rows("admission_decisions", rows), self.spool.name_of(seg))
+        self.spool.discard(seg)
+        return len(rows)
 
     def _run(self) -> None:
         next_flush = time.monotonic() + self.flush_s
@@ -122,12 +137,16 @@ class AuditWriter:
                 log.exception("audit: could not sync the spool or move its decisions to the lake")
 
     def close(self) -> None:
+        """Flush everything to the lake and let go of the spool; a second call does nothing."""
+        if self._lock_fd is None:
+            return
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(10)
         self.flush()
         self.spool.close()
         os.close(self._lock_fd)
+        self._lock_fd = None
 
 
 def _lock(directory: Path, blocking: bool) -> int | None:

@@ -615,13 +615,19 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     replica = replica or socket.gethostname().split(".")[0]
     namespaces = None
     if ctx.cfg.enforcer.tenant_label:
-        from enforcer.namespaces import NamespaceTenants
-        from gpuledger.kube_watch import load_api
-
         try:
+            from enforcer.namespaces import NamespaceTenants
+            from gpuledger.kube_watch import load_api
+
             namespaces = NamespaceTenants(load_api(), ctx.cfg.enforcer.tenant_label)
+        except ImportError:
+            why = "the kubernetes client is not installed: pip install 'gpuledger[k8s]'"
         except GpuledgerError as e:  # no cluster to watch (a local run): the config's map still applies
-            click.echo(f"enforcer: namespace labels are not watched ({e}); tenants come from the config only", err=True)
+            why = str(e)
+        if namespaces is None:
+            click.echo(
+                f"enforcer: namespace labels are not watched ({why}); tenants come from the config only", err=True
+            )
     audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
     hook = Webhook(
         _enforcer_settings(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster, namespaces=namespaces
@@ -640,9 +646,16 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     if namespaces is not None:
         namespaces.start()
     click.echo(f"enforcer on https://{host}:{port} (validate, mutate) over {ctx.lake.resolve()}", err=True)
+
+    def stop() -> None:
+        sched.shutdown(wait=False)
+        if namespaces is not None:
+            namespaces.stop()
+        audit.close()
+
     try:
         uvicorn.run(
-            create_app(hook),
+            create_app(hook, on_stop=stop),
             host=host,
             port=port,
             ssl_certfile=cert,
@@ -651,10 +664,8 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
             timeout_graceful_shutdown=5,  # the API server keeps connections open; do not wait on them forever
         )
     finally:
-        sched.shutdown(wait=False)
-        if namespaces is not None:
-            namespaces.stop()
-        audit.close()
+        if sched.running:
+            stop()
 
 
 @enforcer.command(name="certs")

@@ -185,13 +185,43 @@ class Spool:
                 raise SpoolError(f"cannot append to spool segment {self._current}: {e.strerror}") from e
 
     def sync(self) -> None:
-        """fdatasync what was appended (a spool opened with fsync=False batches its syncs this way)."""
+        """fdatasync what was appended (a spool opened with fsync=False batches its syncs this way).
+
+        On a duplicate of the descriptor and outside the lock: a sync takes milliseconds, and appends (on a
+        webhook's request path) must not wait for it."""
         with self._lock:
-            if self._fd is not None:
-                try:
-                    os.fdatasync(self._fd)
-                except OSError as e:
-                    raise SpoolError(f"cannot sync spool segment {self._current}: {e.strerror}") from e
+            fd = os.dup(self._fd) if self._fd is not None else None
+            current = self._current
+        if fd is None:
+            return
+        try:
+            os.fdatasync(fd)
+        except OSError as e:
+            raise SpoolError(f"cannot sync spool segment {current}: {e.strerror}") from e
+        finally:
+            os.close(fd)
+
+    def rotate(self) -> Path | None:
+        """Close the open segment (synced) and open a new one; the closed segment, or None when it was empty.
+        For a writer that keeps its own copy of the records: it writes them, named `<writer>-<seq>` as a
+        replay would, then `discard`s the segment."""
+        self.sync()  # most of it, before the lock
+        with self._lock:
+            if self._fd is None or self._current is None or self._current.stat().st_size == 0:
+                return None
+            os.fdatasync(self._fd)
+            os.close(self._fd)
+            closed = self._current
+            self._open_new_segment()
+        return closed
+
+    def discard(self, seg: Path) -> None:
+        seg.unlink()
+        fsync_dir(self.dir)
+
+    def name_of(self, seg: Path) -> str:
+        """The lake file name a segment's records are written under (the same on replay: idempotent)."""
+        return f"{self.writer}-{seg.stem[4:]}"
 
     # -- flush ------------------------------------------------------------------------------------
     def depth(self) -> tuple[int, int]:
@@ -226,7 +256,7 @@ class Spool:
         got = read_segment(seg)
         if got.torn_tail_bytes:
             log.info("spool %s: dropped a torn tail of %d bytes (never acknowledged)", seg.name, got.torn_tail_bytes)
-        name = f"{self.writer}-{seg.stem[4:]}"
+        name = self.name_of(seg)
         rows = 0
         for table_name, df in records_to_frames(got.records).items():
             lake.write(table_name, df, name)

@@ -64,6 +64,32 @@ def test_crash_between_parquet_write_and_segment_delete_does_not_duplicate(tmp_p
     assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8
 
 
+def test_rotate_hands_over_the_closed_segment_and_its_replay_name(tmp_path):
+    sp = Spool(tmp_path / "spool", "w1", fsync=False)
+    sp.open()
+    assert sp.rotate() is None  # nothing appended: no segment to hand over, none opened
+    sp.append("gpu_samples", batch(0))
+    sp.sync()
+    first = sp._current
+    seg = sp.rotate()
+    assert seg == first and sp._current != first and [r[0] for r in read_segment(seg).records] == ["gpu_samples"]
+    # A writer that kept the rows writes them under name_of(seg); were it to die before discard(), the replay
+    # writes the same file again: the rows are in the lake once.
+    lake = LakeWriter(tmp_path / "lake")
+    lake.write("gpu_samples", scan_batch(), sp.name_of(seg))
+    sp.close()
+    again = Spool(tmp_path / "spool", "w1")
+    again.open()
+    again.replay(lake)
+    assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8 and not seg.exists()
+
+
+def scan_batch():
+    from gpuledger.lake import frame_from_columns
+
+    return frame_from_columns("gpu_samples", batch(0))
+
+
 def test_torn_tail_is_dropped_and_everything_before_it_kept(tmp_path):
     sp = open_spool(tmp_path)
     for i in range(3):

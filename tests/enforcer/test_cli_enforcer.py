@@ -91,8 +91,8 @@ def serve(tmp_path, lake, replica, env=None):
             time.sleep(0.2)
 
 
-def stop(p) -> str:
-    p.send_signal(signal.SIGINT)
+def stop(p, sig=signal.SIGINT) -> str:
+    p.send_signal(sig)
     try:
         err = p.communicate(timeout=30)[1]
     except subprocess.TimeoutExpired:
@@ -140,12 +140,13 @@ def test_serve_answers_over_tls_and_audits_into_the_lake(analysed_lake, tmp_path
             assert "of 40 NVIDIA H100 80GB HBM3 GPUs; this Pod asks 100" in r["status"]["message"]
             client.close()
         finally:
-            stop(p)
+            stop(p, signal.SIGTERM)  # what the kubelet sends: the audit is flushed on the way out
     with Lake(lake) as q:
         assert q.execute("SELECT uid, node, decision, tenant FROM admission_decisions ORDER BY ts").rows == [
             (RAW["request"]["uid"], "r1", "allow", None),
             ("u-lab", "r1", "deny", "vision"),
         ]
+    assert not [f for f in (lake / "_spool" / "webhook-r1").glob("seg-*.wal") if f.stat().st_size]
 
 
 def test_serve_without_a_cluster_says_labels_are_not_watched(tmp_path):
