@@ -168,6 +168,9 @@ class Spool:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+                if self._current is not None and self._current.stat().st_size == 0:
+                    self._current.unlink()  # nothing in it: leave no empty segment behind
+                    fsync_dir(self.dir)
 
     # -- hot path ---------------------------------------------------------------------------------
     def append(self, table_name: str, columns: dict[str, list]) -> None:
