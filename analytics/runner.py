@@ -118,6 +118,7 @@ def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
             "namespaces": [list(t.namespaces) for t in cfg.tenants],
             "weight": [t.weight for t in cfg.tenants],
             "budget_usd_per_month": [t.budget_usd_per_month for t in cfg.tenants],
+            "budget_gpu_hours_per_month": [t.budget_gpu_hours_per_month for t in cfg.tenants],
         },
         schema=schema.table("tenants").file_schema,
     )
@@ -182,7 +183,10 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     cost = scan(lake, "cost_daily").filter(pl.col("day_start") >= month)
     spent = (
         cost.group_by("tenant")
-        .agg((pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).sum().alias("usd"))
+        .agg(
+            (pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).sum().alias("usd"),
+            pl.col("gpu_hours").fill_null(0).sum().alias("gpu_h"),
+        )
         .drop_nulls("tenant")
         .collect()
     )

@@ -28,6 +28,8 @@ class TenantRow:
     spent_usd: float = 0.0
     idle_gpus_now: float = 0.0
     fairshare: float | None = None
+    budget_gpu_h: float | None = None
+    spent_gpu_h: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,15 +59,30 @@ def quota(row: TenantRow | None, asked: int, recent: float, what: str, mode: str
 
 
 def budget(row: TenantRow | None, asked: int, what: str, mode: str, warn_at_pct: float = 80.0) -> Verdict | None:
-    """Monthly USD budget: a breach once spent; a warning from `warn_at_pct`."""
-    if row is None or row.budget_usd is None or row.budget_usd <= 0 or asked <= 0:
+    """Monthly budgets, in USD and/or GPU-hours: a breach once either is spent; a warning from `warn_at_pct`.
+    A breach outranks a warning; of two breaches (or two warnings), the USD one is named."""
+    if row is None or asked <= 0:
         return None
-    pct = 100 * row.spent_usd / row.budget_usd
-    spent = f"tenant {row.tenant} has spent ${row.spent_usd:,.0f} of its ${row.budget_usd:,.0f} monthly budget"
-    if row.spent_usd >= row.budget_usd:
-        return Verdict("budget", mode, True, f"{spent} ({pct:.0f}%); this {what} asks {asked} more GPUs")
-    if pct >= warn_at_pct:
-        return Verdict("budget", mode, False, f"{spent} ({pct:.0f}%)", warning=True)
+    found = []
+    if row.budget_usd is not None and row.budget_usd > 0:
+        pct = 100 * row.spent_usd / row.budget_usd
+        words = f"tenant {row.tenant} has spent ${row.spent_usd:,.0f} of its ${row.budget_usd:,.0f} monthly budget"
+        found.append((row.spent_usd >= row.budget_usd, pct, words))
+    if row.budget_gpu_h is not None and row.budget_gpu_h > 0:
+        pct = 100 * row.spent_gpu_h / row.budget_gpu_h
+        words = (
+            f"tenant {row.tenant} has used {row.spent_gpu_h:,.0f} of its {row.budget_gpu_h:,.0f} GPU-hour "
+            "monthly budget"
+        )
+        found.append((row.spent_gpu_h >= row.budget_gpu_h, pct, words))
+    if not found:
+        return None
+    for spent, pct, words in found:
+        if spent:
+            return Verdict("budget", mode, True, f"{words} ({pct:.0f}%); this {what} asks {asked} more GPUs")
+    for _, pct, words in found:
+        if pct >= warn_at_pct:
+            return Verdict("budget", mode, False, f"{words} ({pct:.0f}%)", warning=True)
     return Verdict("budget", mode, False, "")
 
 

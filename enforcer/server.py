@@ -44,6 +44,7 @@ class Webhook:
         self.settings, self.table, self.audit, self.cluster, self.clock = settings, table, audit, cluster, clock
         self.namespaces = namespaces  # tenants from namespace labels, kept by a watch (None: the config's map only)
         self.recent = Recent(settings.burst_window_s)
+        self._state: str | None = None  # missing, stale or fresh: the log says when it changes
         self._lock = threading.Lock()  # decisions of concurrent requests see each other's admissions
         r = self.registry = CollectorRegistry()
         self.decisions = Counter(
@@ -73,13 +74,29 @@ class Webhook:
         self.bad_requests = Counter(
             "gpuledger_admission_bad_requests", "Bodies refused with a 4xx", ["status"], registry=r
         )
+        self.set_table(table)
 
     def _age(self) -> float:
         t = self.table
         return (self.clock() - t.computed_at).total_seconds() if t and t.computed_at else -1.0
 
     def set_table(self, table: Table | None) -> None:
+        """Swap in a (re)loaded table, and say in the log when it turns stale or fresh again (each reload checks:
+        a lake the analytics stopped writing keeps giving the same, ageing table)."""
         self.table = table  # one reference swap: a request sees the old table or the new one, never a mix
+        age = self._age()
+        state = "missing" if age < 0 else "stale" if age > self.settings.max_table_age_s else "fresh"
+        if state != "fresh" and state != self._state:
+            what = "no decision table" if age < 0 else f"the decision table is {age / 60:.0f} min old"
+            log.warning(
+                "enforcer: %s (limit %.0f min): GPU workloads are %s until the analytics write a fresh one",
+                what,
+                self.settings.max_table_age_s / 60,
+                "refused (failure_mode deny)" if self.settings.failure_mode == "deny" else "admitted unchecked",
+            )
+        elif state == "fresh" and self._state in ("missing", "stale"):
+            log.warning("enforcer: the decision table is fresh again (%.0f s old): policies apply", age)
+        self._state = state
 
     async def review(self, request: Request, mutate: bool) -> Response:
         t0 = time.perf_counter()

@@ -40,6 +40,8 @@ def load_table(lake: Path) -> Table | None:
             spent_usd=r["spent_usd"] or 0.0,
             idle_gpus_now=r["idle_gpus_now"] or 0.0,
             fairshare=r["fairshare"],
+            budget_gpu_h=r["budget_gpu_h"],
+            spent_gpu_h=r["spent_gpu_h"] or 0.0,
         )
     at = latest["computed_at"][0]
     idle: dict[str, list[IdleHold]] = {}

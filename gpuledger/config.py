@@ -26,6 +26,7 @@ class Tenant:
     weight: float = 1.0
     quota: dict[str, int] = field(default_factory=dict)  # GPU model -> max concurrent GPUs; "*" = any model
     budget_usd_per_month: float | None = None
+    budget_gpu_hours_per_month: float | None = None  # GPU-hours charged (cost_daily.gpu_hours) per calendar month
 
 
 @dataclass(frozen=True)
@@ -578,11 +579,20 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
                         c.bad(f"{key}.quota.{model}", f"must be >= 0, got {n!r}")
                     else:
                         quota[model] = n
-        budget = None
+        budget = gpu_h = None
         if "budget" in t:
-            b = c.table(t["budget"], f"{key}.budget", {"usd_per_month"})
+            b = c.table(t["budget"], f"{key}.budget", {"usd_per_month", "gpu_hours_per_month"})
             budget = c.get(
                 b, "usd_per_month", f"{key}.budget.usd_per_month", (int, float), None, lambda v: v >= 0, "must be >= 0"
+            )
+            gpu_h = c.get(
+                b,
+                "gpu_hours_per_month",
+                f"{key}.budget.gpu_hours_per_month",
+                (int, float),
+                None,
+                lambda v: v >= 0,
+                "must be >= 0",
             )
         if name:
             out.append(
@@ -592,6 +602,7 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
                     float(weight),
                     quota,
                     float(budget) if budget is not None else None,
+                    float(gpu_h) if gpu_h is not None else None,
                 )
             )
     names = [t.name for t in out]

@@ -445,6 +445,8 @@ DECISIONS = Table(
         _c("spent_usd", pl.Float64, "cost plus idle share so far this month"),
         _c("budget_left_usd", pl.Float64, "budget_usd - spent_usd"),
         _c("budget_used_pct", pl.Float64, "100 x spent / budget"),
+        _c("budget_gpu_h", pl.Float64, "monthly budget in GPU-hours; null = none"),
+        _c("spent_gpu_h", pl.Float64, "GPU-hours charged so far this month (cost_daily.gpu_hours)"),
         _c("usage_decayed_gpu_h", pl.Float64, "GPU-hours decayed with the configured half-life"),
         _c("weight_share", pl.Float64, "tenant weight / all weights (S)"),
         _c("usage_share", pl.Float64, "tenant decayed usage / all decayed usage (U)"),
@@ -520,6 +522,7 @@ TENANTS = Table(
         _c("namespaces", pl.List(pl.String), "its namespaces"),
         _c("weight", pl.Float64, "fair-share weight"),
         _c("budget_usd_per_month", pl.Float64, "monthly budget; null = none"),
+        _c("budget_gpu_hours_per_month", pl.Float64, "monthly budget in GPU-hours charged; null = none"),
         _DATE,
     ),
 )

@@ -16,6 +16,8 @@ SELECT
     spent_usd,                                               -- DOUBLE: cost plus idle share so far this month
     budget_left_usd,                                         -- DOUBLE: budget_usd - spent_usd
     budget_used_pct,                                         -- DOUBLE: 100 x spent / budget
+    budget_gpu_h,                                            -- DOUBLE: monthly budget in GPU-hours; null = none
+    spent_gpu_h,                                             -- DOUBLE: GPU-hours charged so far this month (cost_daily.gpu_hours)
     usage_decayed_gpu_h,                                     -- DOUBLE: GPU-hours decayed with the configured half-life
     weight_share,                                            -- DOUBLE: tenant weight / all weights (S)
     usage_share,                                             -- DOUBLE: tenant decayed usage / all decayed usage (U)

@@ -10,6 +10,7 @@ SELECT
     namespaces,                                              -- VARCHAR[]: its namespaces
     weight,                                                  -- DOUBLE: fair-share weight
     budget_usd_per_month,                                    -- DOUBLE: monthly budget; null = none
+    budget_gpu_hours_per_month,                              -- DOUBLE: monthly budget in GPU-hours charged; null = none
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/tenants/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})

@@ -13,7 +13,7 @@ NOW = dt.datetime(2026, 11, 20, 12, tzinfo=UTC)
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
 TENANTS = (
     Tenant("vision", ("vision",), 3.0, {H100: 8, "*": 12}, 1000.0),
-    Tenant("nlp", ("nlp",), 1.0, {"*": 4}, None),
+    Tenant("nlp", ("nlp",), 1.0, {"*": 4}, None, 500.0),
 )
 # vision: 10 GPU-hours in the hour whose middle is 24 h ago (one half-life: counts 5);
 # nlp: 10 GPU-hours whose middle is 48 h ago (two half-lives: counts 2.5).
@@ -45,7 +45,7 @@ def test_quota_headroom_budget_and_idle():
             "share": [2.0, 2.0, 2.0, 2.0, 1.5],
         }
     )
-    spent = pl.DataFrame({"tenant": ["vision"], "usd": [250.0]})
+    spent = pl.DataFrame({"tenant": ["vision", "nlp"], "usd": [250.0, 90.0], "gpu_h": [80.0, 410.0]})
     idle = pl.DataFrame({"tenant": ["vision"], "gpu_model": [H100], "idle_gpus": [2.0]})
     usage = decayed_usage(HOURS, NOW, 24).collect()
     d = {
@@ -61,5 +61,7 @@ def test_quota_headroom_budget_and_idle():
     assert (v["allocated_gpus"], v["headroom_gpus"], v["idle_gpus_now"]) == (8.0, 4.0, 2.0)
     assert (v["budget_left_usd"], v["budget_used_pct"]) == (750.0, 25.0)
     n = d[("nlp", None)]
-    assert (n["headroom_gpus"], n["budget_usd"], n["budget_left_usd"]) == (2.5, None, None)  # 4 - 1.5; no budget
+    assert (n["headroom_gpus"], n["budget_usd"], n["budget_left_usd"]) == (2.5, None, None)  # 4 - 1.5; no USD budget
+    assert (n["budget_gpu_h"], n["spent_gpu_h"]) == (500.0, 410.0)  # its GPU-hour budget
+    assert (v["budget_gpu_h"], v["spent_gpu_h"]) == (None, 80.0)
     assert n["fairshare"] == pytest.approx(2 ** (-4 / 3))

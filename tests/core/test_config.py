@@ -27,7 +27,7 @@ def test_good_config_is_parsed_into_typed_values():
     vision = cfg.tenants[0]
     assert vision.name == "vision" and vision.namespaces == ("vision-train", "vision-dev")
     assert vision.weight == 3.0 and vision.quota == {"NVIDIA H100 80GB HBM3": 32, "*": 48}
-    assert vision.budget_usd_per_month == 50000.0
+    assert vision.budget_usd_per_month == 50000.0 and vision.budget_gpu_hours_per_month == 20000.0
     assert cfg.tenants[1].budget_usd_per_month is None
     assert cfg.rates[1] == config.Rate("NVIDIA H100 80GB HBM3", 2.1, dt.datetime(2026, 7, 1, tzinfo=dt.timezone.utc))
     assert cfg.rates[2].effective_from == dt.datetime(2026, 9, 1, 12, tzinfo=dt.timezone.utc)  # mid-day change
@@ -47,7 +47,13 @@ def test_readme_example_config_is_valid():
 BAD = [
     ("bad_unknown_key.toml", ["collector.intervall_s: unknown key"]),
     ("bad_type.toml", ["collector.interval_s: expected", "got str '10'"]),
-    ("bad_negative_quota.toml", ["tenants[0] (vision).quota.*: must be >= 0, got -4"]),
+    (
+        "bad_negative_quota.toml",
+        [
+            "tenants[0] (vision).quota.*: must be >= 0, got -4",
+            "tenants[0] (vision).budget.gpu_hours_per_month: must be >= 0, got -10",
+        ],
+    ),
     ("bad_duplicate_tenant.toml", ["duplicate tenant name(s): vision"]),
     ("bad_namespace_twice.toml", ["namespace 'shared' already belongs to tenant 'a'"]),
     ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),

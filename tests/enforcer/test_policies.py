@@ -44,6 +44,26 @@ def test_budget_warns_at_80_percent_and_breaks_when_spent():
     assert not v.breach and not v.warning and v.message == ""
 
 
+def test_a_gpu_hour_budget_alone_or_beside_a_usd_one():
+    hours = TenantRow("nlp", None, 0, None, budget_gpu_h=500, spent_gpu_h=410)
+    v = budget(hours, 1, "Pod", "enforce")
+    assert (
+        v.warning and not v.breach and v.message == "tenant nlp has used 410 of its 500 GPU-hour monthly budget (82%)"
+    )
+    over = TenantRow("nlp", None, 0, None, budget_gpu_h=500, spent_gpu_h=512)
+    v = budget(over, 2, "Job", "enforce")
+    assert v.breach and v.message == (
+        "tenant nlp has used 512 of its 500 GPU-hour monthly budget (102%); this Job asks 2 more GPUs"
+    )
+    # Both budgets: the GPU-hour breach outranks the USD warning
+    both = TenantRow("nlp", None, 0, None, budget_usd=1000, spent_usd=900, budget_gpu_h=500, spent_gpu_h=600)
+    assert budget(both, 1, "Pod", "warn").message.startswith("tenant nlp has used 600 of its 500 GPU-hour")
+    assert budget(TenantRow("nlp", None, 0, None), 1, "Pod", "enforce") is None  # no budget at all
+    low = TenantRow("nlp", None, 0, None, budget_gpu_h=500, spent_gpu_h=10)
+    v = budget(low, 1, "Pod", "enforce")
+    assert not v.breach and not v.warning and v.message == ""
+
+
 def test_idle_hog_names_the_idle_pods_the_most_gpus_first():
     now = 1_000_000.0
     h = 3600.0

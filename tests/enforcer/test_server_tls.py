@@ -334,3 +334,31 @@ def _wait(ok, timeout_s=10.0):
     while not ok():
         assert time.time() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_a_stale_table_is_the_failure_mode_and_said_in_metrics_and_logs(served, caplog):
+    hook, client, _, _ = served
+    old = table()
+    old.computed_at = now() - dt.timedelta(minutes=20)
+    with caplog.at_level("WARNING", logger="enforcer.server"):
+        hook.set_table(old)
+        r = client.post("/validate", json=gpu_review("8", uid="u-stale")).json()["response"]
+        assert r["allowed"] is True and r["warnings"] == [
+            "gpuledger's decision table is 20 min old (limit 15 min): admitted unchecked"
+        ]
+        m = client.get("/metrics").text
+        assert "gpuledger_decision_table_stale 1.0" in m
+        age = float(next(x for x in m.splitlines() if x.startswith("gpuledger_decision_table_age_seconds ")).split()[1])
+        assert 1199 < age < 1260
+        hook.set_table(old)  # the same stale table reloaded: said once, not at every reload
+        hook.settings = Settings({"vision-train": "vision"}, failure_mode="deny")
+        r = client.post("/validate", json=gpu_review("8", uid="u-stale2")).json()["response"]
+        assert r["allowed"] is False and r["status"]["code"] == 503
+        hook.set_table(table())  # fresh again
+        assert "gpuledger_decision_table_stale 0.0" in client.get("/metrics").text
+    said = [rec.getMessage() for rec in caplog.records]
+    assert said == [
+        "enforcer: the decision table is 20 min old (limit 15 min): GPU workloads are admitted unchecked until the "
+        "analytics write a fresh one",
+        said[1],
+    ] and said[1].startswith("enforcer: the decision table is fresh again")
