@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from enforcer import policies
 from enforcer.review import Review, allow, deny
-from enforcer.workload import AskError, ask
+from enforcer.workload import AskError, ask, controller_kind
 
 
 @dataclass(frozen=True)
@@ -65,14 +65,16 @@ class Recent:
 
     def __init__(self, window_s: float):
         self.window_s = window_s
-        self._events: deque[tuple[float, str, str | None, int]] = deque()
-        self._sums: dict[tuple[str, str | None], int] = {}
+        self._events: deque[tuple[float, str, str | None, float]] = deque()
+        self._sums: dict[tuple[str, str | None], float] = {}
 
-    def add(self, now_s: float, tenant: str, model: str | None, gpus: int) -> None:
+    def add(self, now_s: float, tenant: str, model: str | None, gpus: float) -> None:
+        model = model_key(model)  # one count per model however the pods spell it
         self._events.append((now_s, tenant, model, gpus))
         self._sums[(tenant, model)] = self._sums.get((tenant, model), 0) + gpus
 
-    def gpus(self, now_s: float, tenant: str, model: str | None) -> int:
+    def gpus(self, now_s: float, tenant: str, model: str | None) -> float:
+        model = model_key(model)
         while self._events and self._events[0][0] < now_s - self.window_s:
             _, t, m, g = self._events.popleft()
             self._sums[(t, m)] -= g
@@ -93,6 +95,12 @@ class Outcome:
     gpus: float
 
 
+# An object whose controller is one of these was decided when its controller was: a Job's pods, a JobSet's Jobs,
+# a RayJob's RayCluster and its pods, the Kueue Workload of a Job. Checking them again would count the same GPUs
+# twice (the Job's admission is still in the burst window when its pods arrive) and could deny half a Job.
+DECIDED_WITH_OWNER = frozenset({"Job", "JobSet", "RayJob", "RayCluster"})
+
+
 def decide(
     review: Review,
     table: Table | None,
@@ -102,7 +110,11 @@ def decide(
     mutate: bool = False,
     labelled: Mapping[str, str] | None = None,
 ):
-    """`labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
+    """One admission decision. /validate (mutate False) runs quota, budget and idle-hog and counts what it admits;
+    /mutate runs fair share only, never denies on a policy and counts nothing: the API server calls both for the
+    same object, the mutating webhook first.
+
+    `labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
     uid = review.uid
     tenant = s.tenant_of_namespace.get(review.namespace)
     if tenant is None and labelled is not None:
@@ -112,18 +124,28 @@ def decide(
     try:
         a = ask(review.kind, review.obj)
     except AskError as e:
+        if mutate:  # the validating call refuses it, once
+            return Outcome(allow(uid), "allow", None, None, "", tenant, None, 0)
         msg = f"{review.kind} {review.namespace}/{review.name or '(generated)'}: {e}"
         return Outcome(
             deny(uid, msg, reason="BadRequest", code=400), "deny", "request", "enforce", msg, tenant, None, 0
         )
+    asked = a.gpu_share
+    owner = controller_kind(review.obj)
+    if a.asks_gpus and owner in DECIDED_WITH_OWNER:
+        return Outcome(allow(uid), "allow", None, None, f"decided with its {owner}", tenant, a.model, asked)
     if not a.asks_gpus or tenant is None:
-        why = "" if a.asks_gpus is False else f"namespace {review.namespace} belongs to no tenant: not checked"
+        why = (
+            "" if a.asks_gpus is False or mutate else f"namespace {review.namespace} belongs to no tenant: not checked"
+        )
         return Outcome(
-            allow(uid, [why] if why else ()), "warn" if why else "allow", None, None, why, tenant, a.model, a.gpus
+            allow(uid, [why] if why else ()), "warn" if why else "allow", None, None, why, tenant, a.model, asked
         )
     what = review.kind
     age = (now - table.computed_at).total_seconds() if table and table.computed_at else None
     if age is None or age > s.max_table_age_s:
+        if mutate:  # the validating call says so (and denies, with failure mode deny)
+            return Outcome(allow(uid), "allow", None, None, "", tenant, a.model, asked)
         why = (
             "gpuledger has no decision table yet"
             if age is None
@@ -139,24 +161,26 @@ def decide(
                 msg,
                 tenant,
                 a.model,
-                a.gpus,
+                asked,
             )
         msg = f"{why}: admitted unchecked"
-        return Outcome(allow(uid, [msg]), "warn", "stale-table", "warn", msg, tenant, a.model, a.gpus)
+        return Outcome(allow(uid, [msg]), "warn", "stale-table", "warn", msg, tenant, a.model, asked)
+    if mutate:
+        return _fair_share(review, table, s, tenant, a.model, asked)
     now_s = now.timestamp()
     verdicts = []
     for model in ([a.model] if a.model else []) + [None]:
         row = table.row(tenant, model)
         held_recent = recent.gpus(now_s, tenant, model)
-        verdicts.append(policies.quota(row, a.gpus, held_recent, what, s.modes["quota"]))
+        verdicts.append(policies.quota(row, asked, held_recent, what, s.modes["quota"]))
         if model is None:
-            verdicts.append(policies.budget(row, a.gpus, what, s.modes["budget"], s.budget_warn_pct))
+            verdicts.append(policies.budget(row, asked, what, s.modes["budget"], s.budget_warn_pct))
             verdicts.append(
                 policies.idle_hog(
                     tenant,
                     table.idle.get(tenant, ()),
                     now_s,
-                    a.gpus,
+                    asked,
                     what,
                     s.modes["idle-hog"],
                     s.idle_max_gpus,
@@ -177,41 +201,36 @@ def decide(
             first.message,
             tenant,
             a.model,
-            a.gpus,
+            asked,
         )
-    # Fair share, on /mutate only: enforce sets the tenant's priority class, warn says which class it would set,
-    # dry-run records it in the audit only.
-    patch, share = [], None
-    row = table.row(tenant, None)
-    cls = policies.priority_class(row.fairshare if row else None, s.priority_classes) if mutate else None
-    ops = policies.priority_patch(review.kind, review.obj, cls) if cls else []
-    if ops:
-        fs_mode = s.modes["fair-share"]
-        verb = "gets" if fs_mode == "enforce" else "would get"
-        share = policies.Verdict(
-            "fair-share",
-            fs_mode,
-            False,
-            f"tenant {tenant}'s fair-share factor is {row.fairshare:.2f}: this {what} {verb} priority class {cls}",
-        )
-        if fs_mode == "enforce":
-            patch = ops
-        elif fs_mode == "warn":
-            warnings.append(share.message)
     if not review.dry_run:
-        recent.add(now_s, tenant, a.model, a.gpus)
+        recent.add(now_s, tenant, a.model, asked)
     # The audit's policy and mode are the first noted; its reason joins them all.
-    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] + dry + ([share] if share else [])
-    policy = noted[0].policy if noted else None
-    mode = noted[0].mode if noted else None
-    reason = "; ".join(v.message for v in noted)
+    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] + dry
     return Outcome(
-        allow(uid, warnings, patch or None),
+        allow(uid, warnings),
         "warn" if warnings else "allow",
-        policy,
-        mode,
-        reason,
+        noted[0].policy if noted else None,
+        noted[0].mode if noted else None,
+        "; ".join(v.message for v in noted),
         tenant,
         a.model,
-        a.gpus,
+        asked,
     )
+
+
+def _fair_share(review: Review, table: Table, s: Settings, tenant: str, model: str | None, asked: float) -> Outcome:
+    """/mutate: enforce sets the tenant's priority class, warn says which class it would set, dry-run records it in
+    the audit only. Kinds without a template to patch (a bare Pod) get nothing."""
+    row = table.row(tenant, None)
+    cls = policies.priority_class(row.fairshare if row else None, s.priority_classes)
+    ops = policies.priority_patch(review.kind, review.obj, cls) if cls else []
+    if not ops:
+        return Outcome(allow(review.uid), "allow", None, None, "", tenant, model, asked)
+    mode = s.modes["fair-share"]
+    msg = (
+        f"tenant {tenant}'s fair-share factor is {row.fairshare:.2f}: this {review.kind} "
+        f"{'gets' if mode == 'enforce' else 'would get'} priority class {cls}"
+    )
+    response = allow(review.uid, [msg] if mode == "warn" else (), ops if mode == "enforce" else None)
+    return Outcome(response, "warn" if mode == "warn" else "allow", "fair-share", mode, msg, tenant, model, asked)

@@ -1,12 +1,15 @@
 """Kubernetes objects to run the webhook: its Namespace, ServiceAccount and RBAC, the TLS Secret, the config's
 ConfigMap, a Deployment of 2+ replicas spread over nodes with a PodDisruptionBudget, its Service, and the
 Validating- and MutatingWebhookConfiguration. Plain dicts, dumped as one YAML stream; the lake is a
-PersistentVolumeClaim the analytics write (ReadWriteMany when they run elsewhere), named, not created.
+ReadWriteMany PersistentVolumeClaim (every replica writes its audit there), named, not created.
 
-Defaults follow ENFORCER_NOTES.md §1.2-1.3: failurePolicy Ignore (a webhook outage must not stop the cluster's
-writes; the audit catches what slipped through), timeoutSeconds 3, sideEffects NoneOnDryRun (the audit is a side
-effect, skipped for dry runs), kube-system and the webhook's own namespace excluded by namespaceSelector (no
-self-hosted deadlock), and matchConditions so the API server calls only for workloads that ask for NVIDIA devices.
+Defaults follow ENFORCER_NOTES.md §1.2-1.3:
+- failurePolicy Ignore: a webhook outage must not stop the cluster's writes; the audit catches what slipped by.
+- timeoutSeconds 3.
+- sideEffects NoneOnDryRun: a dry run changes nothing (it is not counted against quotas; its audit row is a log
+  marked dry_run).
+- kube-system and the webhook's own namespace excluded by namespaceSelector: no self-hosted deadlock.
+- matchConditions, so the API server calls only for workloads that ask for NVIDIA devices.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Verdict:
     warning: bool = False  # a notice short of a breach (budget at 80%), sent as a warning in every mode
 
 
-def quota(row: TenantRow | None, asked: int, recent: float, what: str, mode: str) -> Verdict | None:
+def quota(row: TenantRow | None, asked: float, recent: float, what: str, mode: str) -> Verdict | None:
     """Concurrent GPUs: allocated (decision table) + admitted in the last seconds (not yet in it) + asked <= quota."""
     if row is None or row.quota_gpus is None or asked <= 0:
         return None
@@ -53,12 +53,12 @@ def quota(row: TenantRow | None, asked: int, recent: float, what: str, mode: str
         "quota",
         mode,
         True,
-        f"tenant {row.tenant} uses {_n(held)} of {_n(row.quota_gpus)} {model} GPUs; this {what} asks {asked} "
+        f"tenant {row.tenant} uses {_n(held)} of {_n(row.quota_gpus)} {model} GPUs; this {what} asks {_n(asked)} "
         f"(quota exceeded by {_n(held + asked - row.quota_gpus)})",
     )
 
 
-def budget(row: TenantRow | None, asked: int, what: str, mode: str, warn_at_pct: float = 80.0) -> Verdict | None:
+def budget(row: TenantRow | None, asked: float, what: str, mode: str, warn_at_pct: float = 80.0) -> Verdict | None:
     """Monthly budgets, in USD and/or GPU-hours: a breach once either is spent; a warning from `warn_at_pct`.
     A breach outranks a warning; of two breaches (or two warnings), the USD one is named."""
     if row is None or asked <= 0:
@@ -79,7 +79,7 @@ def budget(row: TenantRow | None, asked: int, what: str, mode: str, warn_at_pct:
         return None
     for spent, pct, words in found:
         if spent:
-            return Verdict("budget", mode, True, f"{words} ({pct:.0f}%); this {what} asks {asked} more GPUs")
+            return Verdict("budget", mode, True, f"{words} ({pct:.0f}%); this {what} asks {_n(asked)} more GPUs")
     for _, pct, words in found:
         if pct >= warn_at_pct:
             return Verdict("budget", mode, False, f"{words} ({pct:.0f}%)", warning=True)
@@ -101,7 +101,7 @@ def idle_hog(
     tenant: str,
     holds: tuple[IdleHold, ...],
     now_s: float,
-    asked: int,
+    asked: float,
     what: str,
     mode: str,
     max_idle_gpus: float,
@@ -128,7 +128,7 @@ def idle_hog(
         mode,
         True,
         f"tenant {tenant} holds {_n(idle)} GPUs idle for {_hours(min_idle_s)} or more (limit {_n(max_idle_gpus)}): "
-        f"{named}{more}; free them before this {what} asks {asked} more",
+        f"{named}{more}; free them before this {what} asks {_n(asked)} more",
     )
 
 
@@ -156,9 +156,12 @@ def priority_patch(kind: str, obj: dict, cls: str) -> list[dict]:
     `kueue.x-k8s.io/priority-class` on the workload (Kueue's WorkloadPriorityClass), and for a plain Job its pod
     template's priorityClassName (the Job controller creates the pods after that). A Pod is left alone.
     """
-    if kind == "Pod":
+    meta = obj.get("metadata")
+    if kind == "Pod" or not isinstance(meta, dict):
+        return []  # a Pod is never patched; an object without metadata cannot be (the API server sends none such)
+    labels = meta.get("labels")
+    if labels is not None and not isinstance(labels, dict):
         return []
-    labels = (obj.get("metadata") or {}).get("labels")
     ops = []
     if labels is None:
         ops.append({"op": "add", "path": "/metadata/labels", "value": {}})

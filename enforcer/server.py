@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -24,9 +25,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from enforcer.decide import Recent, Settings, Table, decide
-from enforcer.namespaces import NamespaceTenants
 from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
 from enforcer.store import AuditWriter
+
+if TYPE_CHECKING:  # the kubernetes client is optional: only a namespace watch needs it
+    from enforcer.namespaces import NamespaceTenants
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,9 @@ class Webhook:
         self.bad_requests = Counter(
             "gpuledger_admission_bad_requests", "Bodies refused with a 4xx", ["status"], registry=r
         )
+        self.audit_errors = Counter(
+            "gpuledger_audit_errors", "Decisions the audit spool could not take (answered all the same)", registry=r
+        )
         self.set_table(table)
 
     def _age(self) -> float:
@@ -118,10 +124,20 @@ class Webhook:
             msg = "gpuledger could not check this workload (an internal error, logged): admitted unchecked"
             return JSONResponse(allow(r.uid, [msg]))
         latency = time.perf_counter() - t0
-        if not r.dry_run:
+        # /mutate is called for the same objects as /validate: it is counted and audited only when fair share did
+        # something, so each workload is one decision.
+        recorded = not mutate or o.policy is not None
+        if not r.dry_run and recorded:
             self.decisions.labels(o.decision, o.tenant or "", o.policy or "").inc()
             self.latency.observe(latency)
-        if self.audit is not None:
+        if self.audit is not None and recorded:
+            self._audit(r, o, latency)
+        return JSONResponse(o.response)
+
+    def _audit(self, r, o, latency: float) -> None:
+        """One audit row; a lake or spool that cannot take it is logged and counted, and the answer still goes
+        out: a 500 here would be a webhook error, which failurePolicy Ignore turns into an admission."""
+        try:
             self.audit.put(
                 {
                     "ts": int(self.clock().timestamp() * 1e6),
@@ -143,7 +159,11 @@ class Webhook:
                     "latency_s": latency,
                 }
             )
-        return JSONResponse(o.response)
+        except Exception:
+            log.exception(
+                "enforcer: could not audit the decision on %s %s/%s (uid %s)", r.kind, r.namespace, r.name, r.uid
+            )
+            self.audit_errors.inc()
 
 
 async def _read_body(request: Request) -> bytes | None:
@@ -180,8 +200,12 @@ def create_app(hook: Webhook, on_stop: Callable[[], None] | None = None) -> Star
         return PlainTextResponse("ok")
 
     async def readyz(_: Request) -> Response:
-        if hook.table is None:
+        # With failure mode deny, a replica without a table must still be reachable: it is the one that refuses.
+        # Otherwise the API server finds no endpoint, and failurePolicy Ignore admits everything unchecked.
+        if hook.table is None and hook.settings.failure_mode != "deny":
             return PlainTextResponse("no decision table loaded yet", 503)
+        if hook.namespaces is not None and hook.namespaces.watcher.stats.lists == 0:
+            return PlainTextResponse("namespace labels not listed yet", 503)
         return PlainTextResponse("ready")
 
     async def metrics(_: Request) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -46,8 +47,13 @@ def load_table(lake: Path) -> Table | None:
     at = latest["computed_at"][0]
     idle: dict[str, list[IdleHold]] = {}
     if has_data(lake, "idle_holds"):
-        # The same run's rows only: an idle_holds left by an older run would name jobs that since woke up.
-        holds = scan(lake, "idle_holds").filter(pl.col("computed_at") == at).collect()
+        # The latest run's rows, provided that run is not older than the decisions': the analytics write
+        # idle_holds just before decisions, so a reload between the two reads the next run's holds (newer, right),
+        # and holds older than the decisions would name jobs that have since woken up.
+        holds = scan(lake, "idle_holds")
+        holds = holds.filter(pl.col("computed_at") == pl.col("computed_at").max()).collect()
+        if holds.height and holds["computed_at"][0] < at:
+            holds = holds.clear()
         for h in holds.iter_rows(named=True):
             idle.setdefault(h["tenant"], []).append(
                 IdleHold(
@@ -84,8 +90,6 @@ class AuditWriter:
             raise SpoolError(f"audit spool {self.spool.dir} is held by another running replica named {replica!r}")
         self.recovered = self.spool.replay(self.writer) + self._adopt_orphans(root)
         self.spool.open()
-        self._lock = threading.Lock()
-        self._rows: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="audit")
 
@@ -98,8 +102,14 @@ class AuditWriter:
             if fd is None:
                 continue  # a live replica's
             try:
-                rows += Spool(d, d.name, fsync=False).replay(self.writer)
-                log.info("audit: replayed %d decision(s) left in %s by a replica that is gone", rows, d)
+                n = Spool(d, d.name, fsync=False).replay(self.writer)
+                rows += n
+                log.info("audit: replayed %d decision(s) left in %s by a replica that is gone", n, d)
+                if not any(d.glob("seg-*.wal")):  # all in the lake (a corrupt segment would be kept aside)
+                    for f in ("HIGHWATER", "LOCK"):
+                        (d / f).unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        d.rmdir()  # not empty (corrupt/): kept for inspection
             finally:
                 os.close(fd)
         return rows
@@ -108,9 +118,8 @@ class AuditWriter:
         self._thread.start()
 
     def put(self, row: dict) -> None:
-        with self._lock:  # the spool's segment and the rows in memory hold the same decisions
-            self.spool.append("admission_decisions", {k: [v] for k, v in row.items()})
-            self._rows.append(row)
+        # keep=row: the spool hands the rows back with the segment that holds them (one lock for both).
+        self.spool.append("admission_decisions", {k: [v] for k, v in row.items()}, keep=row)
 
     def flush(self) -> int:
         """Everything appended so far into the lake; returns the rows written.
@@ -118,14 +127,15 @@ class AuditWriter:
         From the copy in memory, under the name a replay of the segment would use: reading the segment back
         (JSON record by record) took 0.66 s for 20,000 decisions, holding the GIL the request path needs;
         building the frame from memory takes 0.05 s."""
-        with self._lock:
-            seg = self.spool.rotate()
-            rows, self._rows = self._rows, []
-        if seg is None:
-            return 0
+        # A segment whose write failed earlier (a full or unwritable lake) is still on disk: replayed first.
+        done = self.spool.replay(self.writer)
+        rotated = self.spool.rotate()
+        if rotated is None:
+            return done
+        seg, rows = rotated
         self.writer.write("admission_decisions", frame_from_rows("admission_decisions", rows), self.spool.name_of(seg))
         self.spool.discard(seg)
-        return len(rows)
+        return done + len(rows)
 
     def _run(self) -> None:
         next_flush = time.monotonic() + self.flush_s

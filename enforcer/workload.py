@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuledger.mig import mig_share
+
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-1g.10gb: one MIG slice of that profile
 MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
@@ -63,6 +65,12 @@ class Ask:
     @property
     def asks_gpus(self) -> bool:
         return self.gpus > 0 or bool(self.mig)
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs asked, whole ones plus MIG slices as their share of a GPU (7 x 1g.10gb = 1), as the analytics count
+        allocations: what the quota, budget and idle-hog policies weigh."""
+        return self.gpus + sum(n * mig_share(p) for p, n in self.mig.items())
 
 
 def quantity(value, where: str) -> int:
@@ -184,6 +192,18 @@ def _obj(value, where: str) -> dict:
     if not isinstance(value, dict):
         raise AskError(f"{where}: expected an object")
     return value
+
+
+def controller_kind(obj) -> str | None:
+    """The kind of the object's controller (its ownerReference with controller: true), if it names one."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return None
+    for r in refs:
+        if isinstance(r, dict) and r.get("controller") is True and isinstance(r.get("kind"), str):
+            return r["kind"]
+    return None
 
 
 def ask(kind: str, obj) -> Ask:

@@ -206,7 +206,11 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 def _label_key(v: str) -> bool:
     """A Kubernetes label key: [DNS-subdomain prefix (<= 253) "/"] name (<= 63, alphanumerics, '-', '_', '.')."""
     prefix, slash, name = v.rpartition("/")
-    ok_prefix = not slash or (0 < len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
+    ok_prefix = not slash or (
+        0 < len(prefix) <= 253
+        and _DNS_SUBDOMAIN.fullmatch(prefix) is not None
+        and all(len(part) <= 63 for part in prefix.split("."))
+    )
     return ok_prefix and _LABEL_NAME.fullmatch(name) is not None
 
 
@@ -582,8 +586,15 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
         budget = gpu_h = None
         if "budget" in t:
             b = c.table(t["budget"], f"{key}.budget", {"usd_per_month", "gpu_hours_per_month"})
+            # > 0: a budget of 0 would read as "none" to some and "nothing allowed" to others; leave it out for none.
             budget = c.get(
-                b, "usd_per_month", f"{key}.budget.usd_per_month", (int, float), None, lambda v: v >= 0, "must be >= 0"
+                b,
+                "usd_per_month",
+                f"{key}.budget.usd_per_month",
+                (int, float),
+                None,
+                _positive,
+                "must be > 0 (leave it out for no budget)",
             )
             gpu_h = c.get(
                 b,
@@ -591,8 +602,8 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
                 f"{key}.budget.gpu_hours_per_month",
                 (int, float),
                 None,
-                lambda v: v >= 0,
-                "must be >= 0",
+                _positive,
+                "must be > 0 (leave it out for no budget)",
             )
         if name:
             out.append(

@@ -14,9 +14,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
-
 from gpuledger.errors import SourceError
 
 log = logging.getLogger(__name__)
@@ -69,7 +66,7 @@ class Watcher:
         self.rv: str | None = None
         self.known: dict[str, object] = {}
         self.stats = WatchStats()
-        self._watch: watch.Watch | None = None
+        self._watch = None  # the kubernetes Watch of the stream in progress
 
     def relist(self) -> None:
         seen: dict[str, object] = {}
@@ -92,6 +89,9 @@ class Watcher:
 
     def watch_once(self) -> None:
         """One watch stream, until the server ends it or `timeout_s` passes. Re-lists first when needed."""
+        from kubernetes import watch  # imported here: the kubernetes client is an optional dependency
+        from kubernetes.client.exceptions import ApiException
+
         if self.rv is None:
             self.relist()
         self._watch = watch.Watch()

@@ -125,6 +125,7 @@ class Spool:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._current: Path | None = None
+        self._kept: list = []  # objects appended with keep=, since the last rotate
         self.corrupt_reports: list[str] = []
 
     # -- segments ---------------------------------------------------------------------------------
@@ -155,13 +156,35 @@ class Spool:
             self._open_new_segment()
 
     def _open_new_segment(self) -> None:
+        self._current, self._fd = self._create_segment()
+
+    def _create_segment(self) -> tuple[Path, int]:
+        """A new, empty segment file and its descriptor. Nothing is swapped in: if this fails, the spool keeps
+        its open segment (a half-done swap would leave a closed descriptor number in use)."""
         seq = self._next_seq()
-        self._current = self.dir / f"seg-{seq:020d}.wal"
+        path = self.dir / f"seg-{seq:020d}.wal"
         try:
-            self._fd = os.open(self._current, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            fsync_dir(self.dir)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as e:
-            raise SpoolError(f"cannot create spool segment {self._current}: {e.strerror}") from e
+            raise SpoolError(f"cannot create spool segment {path}: {e.strerror}") from e
+        try:
+            fsync_dir(self.dir)
+        except Exception:
+            os.close(fd)
+            raise
+        return path, fd
+
+    def _swap_segment(self) -> tuple[Path, int] | None:
+        """Under the lock: the open segment out, a new one in; None when the open one is empty. The new segment is
+        made before the lock is taken (its name costs an fsync), the old one is synced and closed after."""
+        with self._lock:
+            if self._fd is None or self._current is None or self._current.stat().st_size == 0:
+                return None
+        new = self._create_segment()
+        with self._lock:
+            old = (self._current, self._fd)
+            self._current, self._fd = new
+        return old
 
     def close(self) -> None:
         with self._lock:
@@ -173,8 +196,9 @@ class Spool:
                     fsync_dir(self.dir)
 
     # -- hot path ---------------------------------------------------------------------------------
-    def append(self, table_name: str, columns: dict[str, list]) -> None:
-        """Durably append one batch. When this returns, the batch survives kill -9 and power loss."""
+    def append(self, table_name: str, columns: dict[str, list], keep=None) -> None:
+        """Durably append one batch. When this returns, the batch survives kill -9 (and power loss, with fsync;
+        else after the next `sync`). `keep`: an object handed back by `rotate` with the segment holding it."""
         payload = json.dumps({"t": table_name, "c": columns}, separators=(",", ":")).encode()
         record = HEADER.pack(len(payload), zlib.crc32(payload)) + payload
         with self._lock:
@@ -184,6 +208,8 @@ class Spool:
                 os.write(self._fd, record)
                 if self.fsync:
                     os.fdatasync(self._fd)
+                if keep is not None:
+                    self._kept.append(keep)
             except OSError as e:
                 raise SpoolError(f"cannot append to spool segment {self._current}: {e.strerror}") from e
 
@@ -204,19 +230,22 @@ class Spool:
         finally:
             os.close(fd)
 
-    def rotate(self) -> Path | None:
-        """Close the open segment (synced) and open a new one; the closed segment, or None when it was empty.
-        For a writer that keeps its own copy of the records: it writes them, named `<writer>-<seq>` as a
-        replay would, then `discard`s the segment."""
-        self.sync()  # most of it, before the lock
+    def rotate(self) -> tuple[Path, list] | None:
+        """Close the open segment (synced) and open a new one: the closed segment and the objects `append` was
+        given to keep with its records, or None when it was empty. For a writer that keeps its own copy of the
+        records: it writes them, named `name_of(segment)` as a replay would, then `discard`s the segment.
+        Appends wait only for the swap, never for a sync."""
+        old = self._swap_segment()
+        if old is None:
+            return None
+        path, fd = old
         with self._lock:
-            if self._fd is None or self._current is None or self._current.stat().st_size == 0:
-                return None
-            os.fdatasync(self._fd)
-            os.close(self._fd)
-            closed = self._current
-            self._open_new_segment()
-        return closed
+            kept, self._kept = self._kept, []
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        return path, kept
 
     def discard(self, seg: Path) -> None:
         seg.unlink()
@@ -236,12 +265,15 @@ class Spool:
         """Rotate, then turn every closed segment into Parquet and delete it. Returns rows written."""
         with self._lock:
             closed = [p for p in self._segments() if p != self._current]
-            if self._fd is not None and self._current is not None and self._current.stat().st_size > 0:
+        old = self._swap_segment()
+        if old is not None:
+            path, fd = old
+            try:
                 if not self.fsync:
-                    os.fdatasync(self._fd)  # the segment is about to be read back: all of it on disk first
-                os.close(self._fd)
-                closed.append(self._current)
-                self._open_new_segment()
+                    os.fdatasync(fd)  # the segment is about to be read back: all of it on disk first
+            finally:
+                os.close(fd)
+            closed.append(path)
         rows = 0
         for seg in closed:
             rows += self._flush_segment(seg, lake)

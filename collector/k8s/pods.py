@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubernetes.utils import parse_quantity
 
+from gpuledger.mig import mig_share
+
 GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
-MIG_PROFILE = re.compile(r"^(\d+)(?:c\.\d+)?g\.(\d+)gb(?:\+me)?$")
-MIG_SLICES = 7  # compute slices of an A100/H100/H200; a 1g profile is 1/7 of the GPU
-# "<c>c.<g>g.<mem>gb" is a compute instance holding c of its GPU instance's g slices: it is priced by c.
 QUEUE_LABELS = ("kueue.x-k8s.io/queue-name", "scheduling.x-k8s.io/queue-name")
 FRACTION_ANNOTATIONS = ("gpu-fraction", "runai-allocated-gpus")
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -47,12 +45,6 @@ def _quantity(value: object, where: str) -> float:
     if q < 0:
         raise BadQuantity(f"{where}: {value!r} is negative")
     return q
-
-
-def mig_share(profile: str) -> float:
-    """The share of a physical GPU a MIG profile holds, by compute slices (1g.10gb -> 1/7)."""
-    m = MIG_PROFILE.match(profile)
-    return int(m.group(1)) / MIG_SLICES if m else 1.0
 
 
 def _amounts(container, where: str) -> tuple[float, float, dict[str, float]]:

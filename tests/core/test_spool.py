@@ -68,11 +68,12 @@ def test_rotate_hands_over_the_closed_segment_and_its_replay_name(tmp_path):
     sp = Spool(tmp_path / "spool", "w1", fsync=False)
     sp.open()
     assert sp.rotate() is None  # nothing appended: no segment to hand over, none opened
-    sp.append("gpu_samples", batch(0))
+    sp.append("gpu_samples", batch(0), keep="row 0")
     sp.sync()
     first = sp._current
-    seg = sp.rotate()
+    seg, kept = sp.rotate()
     assert seg == first and sp._current != first and [r[0] for r in read_segment(seg).records] == ["gpu_samples"]
+    assert kept == ["row 0"]  # what was appended with it, handed back with its segment
     # A writer that kept the rows writes them under name_of(seg); were it to die before discard(), the replay
     # writes the same file again: the rows are in the lake once.
     lake = LakeWriter(tmp_path / "lake")
@@ -82,6 +83,25 @@ def test_rotate_hands_over_the_closed_segment_and_its_replay_name(tmp_path):
     again.open()
     again.replay(lake)
     assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8 and not seg.exists()
+
+
+def test_a_failed_rotation_keeps_the_open_segment_usable(tmp_path, monkeypatch):
+    sp = Spool(tmp_path / "spool", "w1", fsync=False)
+    sp.open()
+    sp.append("gpu_samples", batch(0))
+    before = (sp._current, sp._fd)
+
+    def full(*_a):
+        raise SpoolError("cannot create spool segment: No space left on device")
+
+    monkeypatch.setattr(sp, "_create_segment", full)
+    with pytest.raises(SpoolError):
+        sp.rotate()
+    assert (sp._current, sp._fd) == before  # nothing half-swapped: the descriptor is still the segment's own
+    sp.append("gpu_samples", batch(1))
+    monkeypatch.undo()
+    seg, _ = sp.rotate()
+    assert seg == before[0] and len(read_segment(seg).records) == 2
 
 
 def scan_batch():

@@ -173,4 +173,16 @@ def test_kill_9_loses_no_decision(analysed_lake, tmp_path):
     with Lake(lake) as q:
         rows = q.execute("SELECT uid, node FROM admission_decisions ORDER BY uid").rows
     assert rows == sorted((uid, "doomed") for uid in uids)
-    assert not list((lake / "_spool" / "webhook-doomed").glob("seg-*.wal"))  # replayed, then removed
+    assert not (lake / "_spool" / "webhook-doomed").exists()  # replayed, then removed
+
+
+def test_serve_without_the_kubernetes_client_installed(tmp_path):
+    # The kubernetes client is the optional [k8s] extra: without it the webhook serves on the config's tenants.
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text("import sys\nsys.modules['kubernetes'] = None\n")
+    env = os.environ | {"PYTHONPATH": str(tmp_path / "site"), "GPULEDGER_CONFIG": ""}
+    p, client = serve(tmp_path, tmp_path / "lake", "r1", env)
+    assert client.get("/healthz").status_code == 200
+    client.close()
+    err = stop(p)
+    assert "namespace labels are not watched (the kubernetes client is not installed" in err

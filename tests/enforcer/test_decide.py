@@ -195,3 +195,53 @@ def test_the_node_label_spelling_of_a_model_finds_the_lake_spelling():
     a100 = "NVIDIA A100-SXM4-80GB"  # NVML keeps this dash; the label has dashes throughout
     assert Table({("t", a100): TenantRow("t", a100, 0, 1)}, NOW).row("t", "NVIDIA-A100-SXM4-80GB").gpu_model == a100
     assert Table({("t", a100): TenantRow("t", a100, 0, 1)}, NOW).row("t", "NVIDIA-A100-SXM4-40GB") is None
+
+
+def owned_pod(gpus, owner_kind="Job"):
+    """DERIVED: the Pod a Job controller creates (an ownerReference with controller: true)."""
+    r = copy.deepcopy(RAW)
+    r["request"]["namespace"] = "vision-train"
+    spec = r["request"]["object"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": H100}
+    r["request"]["object"]["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": owner_kind, "name": "train", "uid": "j-uid", "controller": True}
+    ]
+    return parse(json.dumps(r).encode())
+
+
+def test_a_job_is_counted_once_not_at_mutate_and_not_again_by_its_pods():
+    # vision: 14 of 16 H100s. A Job of 2 x 1 GPU fits exactly.
+    recent = Recent(30)
+    m = run(review("1", kind="Job"), recent=recent, mutate=True)  # the API server calls /mutate first
+    assert m.response["response"]["allowed"] is True and recent.gpus(NOW.timestamp(), "vision", H100) == 0
+    v = run(review("1", kind="Job"), recent=recent)
+    assert v.decision == "allow" and recent.gpus(NOW.timestamp(), "vision", H100) == 2
+    # Its two pods, created by the Job controller a second later: decided with the Job, not counted again.
+    for _ in range(2):
+        p = run(owned_pod("1"), recent=recent, now=NOW + dt.timedelta(seconds=1))
+        assert (p.decision, p.reason) == ("allow", "decided with its Job")
+    assert recent.gpus(NOW.timestamp() + 1, "vision", H100) == 2
+    # A pod of a kind gpuledger does not check at its owner's level (a ReplicaSet's) is checked itself: no room left.
+    rs = run(owned_pod("1", "ReplicaSet"), recent=recent, now=NOW + dt.timedelta(seconds=2))
+    assert rs.decision == "deny" and rs.reason.startswith("tenant vision uses 16 of 16")
+
+
+def test_mutate_never_denies_on_a_policy_or_a_bad_quantity():
+    over = run(review("8", kind="Job"), mutate=True)  # 16 asked with 14 of 16 held: /validate denies it
+    assert over.response["response"]["allowed"] is True and over.policy == "fair-share"
+    bad = run(review("1.5", kind="Job"), mutate=True)
+    assert bad.response["response"] == {"uid": RAW["request"]["uid"], "allowed": True} and bad.policy is None
+
+
+def test_mig_slices_count_as_their_share_of_a_gpu():
+    r = copy.deepcopy(RAW)
+    r["request"]["namespace"] = "vision-train"
+    spec = r["request"]["object"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-3g.40gb": "7"}}  # 7 x 3/7 = 3 GPUs
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": H100}
+    o = run(parse(json.dumps(r).encode()))
+    assert o.decision == "deny" and o.gpus == pytest.approx(3.0)
+    assert o.reason == "tenant vision uses 14 of 16 NVIDIA-H100-80GB-HBM3 GPUs; this Pod asks 3 (quota exceeded by 1)"
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": "7"}}  # 1 GPU: fits
+    assert run(parse(json.dumps(r).encode())).decision == "allow"

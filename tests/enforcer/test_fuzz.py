@@ -126,6 +126,8 @@ def test_every_answer_is_a_review_or_a_4xx(doc, path):
     if not resp["allowed"]:
         assert resp["status"]["code"] in (400, 403, 503) and resp["status"]["message"]
     assert all(isinstance(w, str) and len(w) <= 120 for w in resp.get("warnings", []))
+    # The fallback that admits when a decision raises must never be what answered: that would be a bug hidden.
+    assert not any("internal error" in w for w in resp.get("warnings", [])), resp
     if "patch" in resp:
         assert path == "/mutate" and resp["patchType"] == "JSONPatch"
 

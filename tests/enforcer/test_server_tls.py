@@ -210,6 +210,14 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
     )
     t = load_table(tmp_path)
     assert [(h.pod, h.idle_since_s) for h in t.idle["vision"]] == [("p", (at - dt.timedelta(hours=3)).timestamp())]
+    # A reload between the analytics' two writes sees the next run's holds beside this run's decisions: newer, kept.
+    nxt = at + dt.timedelta(minutes=5)
+    w.write(
+        "idle_holds",
+        frame_from_rows("idle_holds", [hold | dict(computed_at=us(nxt), pod="q", idle_since=us(at))]),
+        "t2",
+    )
+    assert [h.pod for h in load_table(tmp_path).idle["vision"]] == ["q"]
 
 
 def job_review(gpus, uid="u-job", namespace="vision-train"):
@@ -362,3 +370,71 @@ def test_a_stale_table_is_the_failure_mode_and_said_in_metrics_and_logs(served, 
         "analytics write a fresh one",
         said[1],
     ] and said[1].startswith("enforcer: the decision table is fresh again")
+
+
+def test_an_audit_that_fails_does_not_turn_a_denial_into_a_500(served, monkeypatch):
+    hook, client, _, _ = served
+    hook.set_table(table())
+
+    def broken(row):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(hook.audit, "put", broken)
+    r = client.post("/validate", json=gpu_review("8", uid="u-full"))
+    assert r.status_code == 200 and r.json()["response"]["allowed"] is False  # still denied, not a webhook error
+    assert "gpuledger_audit_errors_total 1.0" in client.get("/metrics").text
+
+
+def test_a_lake_write_that_fails_is_retried_at_the_next_flush(served, monkeypatch):
+    hook, client, lake, _ = served
+    hook.set_table(table())
+    assert client.post("/validate", json=gpu_review("1", uid="u-1")).status_code == 200
+    real = hook.audit.writer.write
+    monkeypatch.setattr(hook.audit.writer, "write", lambda *a: (_ for _ in ()).throw(OSError(28, "disk full")))
+    with pytest.raises(OSError):
+        hook.audit.flush()
+    monkeypatch.setattr(hook.audit.writer, "write", real)
+    assert client.post("/validate", json=gpu_review("1", uid="u-2")).status_code == 200
+    assert hook.audit.flush() == 2  # u-1 from the segment left behind, u-2 from memory
+    with Lake(lake) as q:
+        assert q.execute("SELECT uid FROM admission_decisions ORDER BY uid").rows == [("u-1",), ("u-2",)]
+
+
+def test_mutate_then_validate_is_one_audited_decision(served):
+    hook, client, lake, _ = served
+    hook.set_table(Table({("vision", None): TenantRow("vision", None, 2, None, fairshare=0.9)}, now()))
+    pod = gpu_review("1", uid="u-pod")
+    client.post("/mutate", json=pod)  # nothing to patch on a Pod: no decision recorded
+    client.post("/validate", json=pod)
+    job = job_review("1", uid="u-job")
+    assert "patch" in client.post("/mutate", json=job).json()["response"]  # fair share set: recorded
+    client.post("/validate", json=job)
+    hook.audit.flush()
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, policy FROM admission_decisions ORDER BY uid, policy NULLS LAST").rows
+    assert rows == [("u-job", "fair-share"), ("u-job", None), ("u-pod", None)]
+
+
+def test_readiness_with_failure_mode_deny_and_before_the_namespaces_are_listed(served):
+    hook, client, _, _ = served
+    assert client.get("/readyz").status_code == 503  # no table, failure mode allow: not an endpoint yet
+    hook.settings = Settings({"vision-train": "vision"}, failure_mode="deny")
+    assert client.get("/readyz").status_code == 200  # it must be reachable to refuse
+    r = client.post("/validate", json=gpu_review("1", uid="u-d")).json()["response"]
+    assert r["allowed"] is False and r["status"]["code"] == 503
+
+    class NotListed:
+        class watcher:
+            class stats:
+                lists = 0
+                errors = 3
+
+        def get(self, ns, default=None):
+            return default
+
+        def __len__(self):
+            return 0
+
+    hook.namespaces = NotListed()
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.text == "namespace labels not listed yet"
