@@ -20,7 +20,7 @@ import click
 
 from gpuledger import __version__
 from gpuledger import config as config_mod
-from gpuledger.errors import GpuledgerError, UsageError
+from gpuledger.errors import GpuledgerError, LakeError, UsageError
 
 DEFAULT_LAKE = "gpuledger-data"
 
@@ -613,6 +613,12 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     except (ssl.SSLError, OSError) as e:
         raise UsageError(f"--cert {cert} / --key {key}: not a usable certificate and key: {e}") from None
     replica = replica or socket.gethostname().split(".")[0]
+    from gpuledger.lake import check_name
+
+    try:
+        check_name("--replica", replica)  # it names the replica's spool folder and lake files
+    except LakeError as e:
+        raise UsageError(str(e)) from None
     namespaces = None
     if ctx.cfg.enforcer.tenant_label:
         try:

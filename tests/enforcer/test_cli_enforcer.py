@@ -186,3 +186,22 @@ def test_serve_without_the_kubernetes_client_installed(tmp_path):
     client.close()
     err = stop(p)
     assert "namespace labels are not watched (the kubernetes client is not installed" in err
+
+
+def test_serve_refuses_a_replica_name_that_cannot_name_files(cli, tmp_path):
+    cli("enforcer", "certs", "--out", tmp_path / "tls")
+    tls = tmp_path / "tls"
+    r = cli(
+        "enforcer",
+        "serve",
+        "--cert",
+        tls / "tls.crt",
+        "--key",
+        tls / "tls.key",
+        "--lake",
+        tmp_path / "l",
+        "--replica",
+        "bad/name",
+    )
+    assert r.exit_code != 0 and "--replica 'bad/name' cannot be used in a lake path" in r.output
+    assert "Traceback" not in r.output
