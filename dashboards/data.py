@@ -39,6 +39,7 @@ SNAPSHOT = {
     "cost_daily": ("cost_daily", "SELECT * FROM cost_daily"),
     "fragmentation": ("fragmentation", "SELECT * FROM fragmentation"),
     "decisions": ("decisions", "SELECT * FROM decisions"),
+    "idle_holds": ("idle_holds", "SELECT * FROM idle_holds"),
     "tenants": ("tenants", "SELECT * FROM tenants"),
     "nodes": ("nodes", "SELECT * FROM nodes"),
     "health_events": ("health_events", "SELECT * FROM health_events"),

@@ -27,6 +27,17 @@ def by_tenant(data, f):
     )
 
 
+def idle_now(data, f):
+    """Pods idle now, at the last analysis: what the enforcer's idle-hog gate weighs (tenant and model filters only;
+    "now" has no date range)."""
+    return data.frame(
+        "SELECT tenant, namespace, pod, gpu_model, sum(share) AS idle_gpus, min(idle_since) AS idle_since, "
+        "max(idle_s) / 3600 AS idle_h FROM idle_holds "
+        f"WHERE {BOTH_SQL} GROUP BY ALL ORDER BY idle_gpus DESC, idle_h DESC, pod LIMIT 200",
+        [f.tenant, f.tenant, f.model, f.model],
+    )
+
+
 def layout(ctx, f):
     data = ctx.data
     if not data.has("job_hourly"):
@@ -62,6 +73,14 @@ def layout(ctx, f):
             table("ws-tenant-table", t),
         ),
         section("Top offending jobs (submitted in the range)", table("ws-jobs", jobs)),
+        section(
+            "Idle now (at the last analysis)",
+            note(
+                "Pods holding GPUs idle through the last complete hour, and for how long: the enforcer's idle-hog "
+                "gate counts those idle for [enforcer] idle_min_h hours or more."
+            ),
+            table("ws-idle-now", idle_now(data, f)),
+        ),
         section(
             "Trend",
             graph(

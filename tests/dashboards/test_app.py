@@ -86,3 +86,18 @@ def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
         for page in PAGES:
             r = _render(app, page.PATH, "?model=NVIDIA+H100+80GB+HBM3")
             assert r.status_code == 200, (lake, page.PATH, r.data[:300])
+
+
+def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):
+    from dashboards.data import DashData
+    from dashboards.filters import Filters
+    from dashboards.pages import waste
+    from gpuledger.query import Lake
+
+    data = DashData(dash_lake)
+    f = Filters(dt.date(2000, 1, 1), dt.date(2100, 1, 1))
+    got = waste.idle_now(data, f)
+    with Lake(dash_lake) as q:
+        want = q.execute("SELECT pod, sum(share) FROM idle_holds GROUP BY pod ORDER BY 2 DESC, pod").rows
+    assert want and sorted(zip(got["pod"], got["idle_gpus"], strict=True)) == sorted(want)
+    assert (got["idle_h"] >= 1).all()  # at least the last complete hour
