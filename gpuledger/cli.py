@@ -674,6 +674,27 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
             stop()
 
 
+@enforcer.command(name="check")
+@click.argument("file", type=click.File("r"))
+@click.option("--namespace", "-n", default=None, help="Namespace to check them in [each object's own, else default].")
+@click.option("--at", default=None, help="Decide as of this UTC time (ISO-8601) [now]; the table's age is from it.")
+@common
+def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
+    """What the webhook would answer for the workloads in FILE (YAML or JSON; - for stdin), against the lake's
+    decision table: admitted or denied and why, warnings, the priority class it would set. Exit status 3 if
+    any is denied. Nothing is counted or audited."""
+    from enforcer.check import check, objects, render
+    from enforcer.store import load_table
+
+    at_s = _utc(at, "--at")
+    now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
+    results = check(objects(file.read(), file.name), load_table(ctx.lake), _enforcer_settings(ctx.cfg), now, namespace)
+    for r in results:
+        click.echo("\n".join(render(r)))
+    if any(not r.validate.response["response"]["allowed"] for r in results):
+        sys.exit(3)
+
+
 @enforcer.command(name="certs")
 @click.option("--service", default="gpuledger-enforcer", show_default=True, help="The webhook's Service name.")
 @click.option("--namespace", default="gpuledger", show_default=True, help="Its namespace.")
