@@ -174,17 +174,24 @@ class Spool:
             raise
         return path, fd
 
-    def _swap_segment(self) -> tuple[Path, int] | None:
-        """Under the lock: the open segment out, a new one in; None when the open one is empty. The new segment is
-        made before the lock is taken (its name costs an fsync), the old one is synced and closed after."""
+    def _swap_segment(self) -> tuple[Path, list] | None:
+        """The open segment out, a new one in: the old segment and the objects kept with its records, or None when
+        it is empty. The new segment is made before the lock is taken (its name costs an fsync); the swap of
+        segment and kept objects is one step under the lock, so no append lands in one and not the other; the old
+        segment is synced and closed after it."""
         with self._lock:
             if self._fd is None or self._current is None or self._current.stat().st_size == 0:
                 return None
         new = self._create_segment()
         with self._lock:
-            old = (self._current, self._fd)
-            self._current, self._fd = new
-        return old
+            path, fd, kept = self._current, self._fd, self._kept
+            (self._current, self._fd), self._kept = new, []
+        try:
+            if not self.fsync:
+                os.fdatasync(fd)  # every append was synced already with fsync; else all of it on disk now
+        finally:
+            os.close(fd)
+        return path, kept
 
     def close(self) -> None:
         with self._lock:
@@ -235,17 +242,7 @@ class Spool:
         given to keep with its records, or None when it was empty. For a writer that keeps its own copy of the
         records: it writes them, named `name_of(segment)` as a replay would, then `discard`s the segment.
         Appends wait only for the swap, never for a sync."""
-        old = self._swap_segment()
-        if old is None:
-            return None
-        path, fd = old
-        with self._lock:
-            kept, self._kept = self._kept, []
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        return path, kept
+        return self._swap_segment()
 
     def discard(self, seg: Path) -> None:
         seg.unlink()
@@ -267,13 +264,7 @@ class Spool:
             closed = [p for p in self._segments() if p != self._current]
         old = self._swap_segment()
         if old is not None:
-            path, fd = old
-            try:
-                if not self.fsync:
-                    os.fdatasync(fd)  # the segment is about to be read back: all of it on disk first
-            finally:
-                os.close(fd)
-            closed.append(path)
+            closed.append(old[0])
         rows = 0
         for seg in closed:
             rows += self._flush_segment(seg, lake)

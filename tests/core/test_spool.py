@@ -104,6 +104,25 @@ def test_a_failed_rotation_keeps_the_open_segment_usable(tmp_path, monkeypatch):
     assert seg == before[0] and len(read_segment(seg).records) == 2
 
 
+def test_rotate_hands_back_exactly_the_kept_objects_of_the_segment_it_closes(tmp_path, monkeypatch):
+    sp = Spool(tmp_path / "spool", "w1", fsync=False)
+    sp.open()
+    sp.append("gpu_samples", batch(0), keep="a")
+    real = sp._create_segment
+
+    def slow_create():  # an append arrives while the new segment is being made (outside the lock)
+        sp.append("gpu_samples", batch(1), keep="b")
+        return real()
+
+    monkeypatch.setattr(sp, "_create_segment", slow_create)
+    seg, kept = sp.rotate()
+    monkeypatch.undo()
+    sp.append("gpu_samples", batch(2), keep="c")
+    assert (len(read_segment(seg).records), kept) == (2, ["a", "b"])  # the segment's records, and theirs only
+    seg2, kept2 = sp.rotate()
+    assert (len(read_segment(seg2).records), kept2) == (1, ["c"])
+
+
 def scan_batch():
     from gpuledger.lake import frame_from_columns
 
