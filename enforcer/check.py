@@ -20,8 +20,14 @@ from enforcer.decide import Outcome, Recent, Settings, Table, decide
 from enforcer.review import ReviewError, parse
 from gpuledger.errors import UsageError
 
-GROUPS = {"Job": "batch", "JobSet": "jobset.x-k8s.io", "RayJob": "ray.io", "RayCluster": "ray.io"}
-GROUPS["Workload"] = "kueue.x-k8s.io"
+# The API group of a kind whose apiVersion does not say it (a bare "v1" on a Job).
+GROUPS = {
+    "Job": "batch",
+    "JobSet": "jobset.x-k8s.io",
+    "RayJob": "ray.io",
+    "RayCluster": "ray.io",
+    "Workload": "kueue.x-k8s.io",
+}
 
 
 @dataclass(frozen=True)

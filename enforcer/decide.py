@@ -5,6 +5,7 @@ row out. Pure (the clock and the table are arguments), so every policy x mode is
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections import deque
 from collections.abc import Mapping
@@ -51,9 +52,18 @@ class Table:
         return self._by_key.get((tenant, model_key(model)))
 
 
+@functools.lru_cache(maxsize=256)  # a fleet has a handful of models; the key is asked for several times a request
 def model_key(model: str | None) -> str | None:
     """One spelling per GPU model: GPU feature discovery's labels put dashes where NVML names have spaces."""
     return None if model is None else re.sub(r"[\s_-]+", " ", model).strip().casefold()
+
+
+def table_state(table: Table | None, now: dt.datetime, max_age_s: float) -> tuple[str, float | None]:
+    """("missing" | "stale" | "fresh", age in seconds): one rule for the decision, /metrics and the log."""
+    if table is None or table.computed_at is None:
+        return "missing", None
+    age = (now - table.computed_at).total_seconds()
+    return ("stale" if age > max_age_s else "fresh"), age
 
 
 class Recent:
@@ -116,16 +126,23 @@ def decide(
 
     `labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
     uid = review.uid
+
+    def plain(why: str = "", model: str | None = None, gpus: float = 0) -> Outcome:
+        """Admitted with no policy involved (and, when `why` is given, a warning saying it)."""
+        return Outcome(
+            allow(uid, [why] if why else ()), "warn" if why else "allow", None, None, why, tenant, model, gpus
+        )
+
     tenant = s.tenant_of_namespace.get(review.namespace)
     if tenant is None and labelled is not None:
         tenant = labelled.get(review.namespace)
     if review.operation not in ("CREATE", "UPDATE") or review.obj is None:
-        return Outcome(allow(uid), "allow", None, None, "", tenant, None, 0)
+        return plain()
     try:
         a = ask(review.kind, review.obj)
     except AskError as e:
         if mutate:  # the validating call refuses it, once
-            return Outcome(allow(uid), "allow", None, None, "", tenant, None, 0)
+            return plain()
         msg = f"{review.kind} {review.namespace}/{review.name or '(generated)'}: {e}"
         return Outcome(
             deny(uid, msg, reason="BadRequest", code=400), "deny", "request", "enforce", msg, tenant, None, 0
@@ -135,17 +152,15 @@ def decide(
     if a.asks_gpus and owner in DECIDED_WITH_OWNER:
         return Outcome(allow(uid), "allow", None, None, f"decided with its {owner}", tenant, a.model, asked)
     if not a.asks_gpus or tenant is None:
-        why = (
-            "" if a.asks_gpus is False or mutate else f"namespace {review.namespace} belongs to no tenant: not checked"
-        )
-        return Outcome(
-            allow(uid, [why] if why else ()), "warn" if why else "allow", None, None, why, tenant, a.model, asked
+        unmapped = a.asks_gpus and not mutate
+        return plain(
+            f"namespace {review.namespace} belongs to no tenant: not checked" if unmapped else "", a.model, asked
         )
     what = review.kind
-    age = (now - table.computed_at).total_seconds() if table and table.computed_at else None
-    if age is None or age > s.max_table_age_s:
+    state, age = table_state(table, now, s.max_table_age_s)
+    if state != "fresh":
         if mutate:  # the validating call says so (and denies, with failure mode deny)
-            return Outcome(allow(uid), "allow", None, None, "", tenant, a.model, asked)
+            return plain(model=a.model, gpus=asked)
         why = (
             "gpuledger has no decision table yet"
             if age is None
@@ -189,7 +204,8 @@ def decide(
             )
     verdicts = [v for v in verdicts if v is not None]
     denials = [v for v in verdicts if v.breach and v.mode == "enforce"]
-    warnings = [v.message for v in verdicts if (v.breach and v.mode == "warn") or v.warning]
+    warned = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning]
+    warnings = [v.message for v in warned]
     dry = [v for v in verdicts if v.breach and v.mode == "dry-run"]
     if denials:
         first = denials[0]
@@ -206,7 +222,7 @@ def decide(
     if not review.dry_run:
         recent.add(now_s, tenant, a.model, asked)
     # The audit's policy and mode are the first noted; its reason joins them all.
-    noted = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning] + dry
+    noted = warned + dry
     return Outcome(
         allow(uid, warnings),
         "warn" if warnings else "allow",
@@ -226,7 +242,7 @@ def _fair_share(review: Review, table: Table, s: Settings, tenant: str, model: s
     cls = policies.priority_class(row.fairshare if row else None, s.priority_classes)
     ops = policies.priority_patch(review.kind, review.obj, cls) if cls else []
     if not ops:
-        return Outcome(allow(review.uid), "allow", None, None, "", tenant, model, asked)
+        return Outcome(allow(review.uid), "allow", None, None, "", tenant, model, asked)  # nothing to set
     mode = s.modes["fair-share"]
     msg = (
         f"tenant {tenant}'s fair-share factor is {row.fairshare:.2f}: this {review.kind} "

@@ -26,7 +26,6 @@ class TenantRow:
     quota_gpus: float | None  # None: no quota
     budget_usd: float | None = None
     spent_usd: float = 0.0
-    idle_gpus_now: float = 0.0
     fairshare: float | None = None
     budget_gpu_h: float | None = None
     spent_gpu_h: float = 0.0

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from enforcer.decide import Recent, Settings, Table, decide
+from enforcer.decide import Recent, Settings, Table, decide, table_state
 from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
 from enforcer.store import AuditWriter
 
@@ -67,7 +67,7 @@ class Webhook:
         self.stale = Gauge(
             "gpuledger_decision_table_stale", "1 when the table is missing or older than the bound", registry=r
         )
-        self.stale.set_function(lambda: 1.0 if (a := self._age()) < 0 or a > self.settings.max_table_age_s else 0.0)
+        self.stale.set_function(lambda: 0.0 if self._state_now()[0] == "fresh" else 1.0)
         Gauge(
             "gpuledger_labelled_namespaces", "Namespaces whose tenant comes from their label (watched)", registry=r
         ).set_function(lambda: len(self.namespaces) if self.namespaces is not None else 0)
@@ -82,18 +82,20 @@ class Webhook:
         )
         self.set_table(table)
 
+    def _state_now(self) -> tuple[str, float | None]:
+        return table_state(self.table, self.clock(), self.settings.max_table_age_s)
+
     def _age(self) -> float:
-        t = self.table
-        return (self.clock() - t.computed_at).total_seconds() if t and t.computed_at else -1.0
+        age = self._state_now()[1]
+        return -1.0 if age is None else age
 
     def set_table(self, table: Table | None) -> None:
         """Swap in a (re)loaded table, and say in the log when it turns stale or fresh again (each reload checks:
         a lake the analytics stopped writing keeps giving the same, ageing table)."""
         self.table = table  # one reference swap: a request sees the old table or the new one, never a mix
-        age = self._age()
-        state = "missing" if age < 0 else "stale" if age > self.settings.max_table_age_s else "fresh"
+        state, age = self._state_now()
         if state != "fresh" and state != self._state:
-            what = "no decision table" if age < 0 else f"the decision table is {age / 60:.0f} min old"
+            what = "no decision table" if age is None else f"the decision table is {age / 60:.0f} min old"
             log.warning(
                 "enforcer: %s (limit %.0f min): GPU workloads are %s until the analytics write a fresh one",
                 what,

@@ -39,7 +39,6 @@ def load_table(lake: Path) -> Table | None:
             quota_gpus=r["quota_gpus"],
             budget_usd=r["budget_usd"],
             spent_usd=r["spent_usd"] or 0.0,
-            idle_gpus_now=r["idle_gpus_now"] or 0.0,
             fairshare=r["fairshare"],
             budget_gpu_h=r["budget_gpu_h"],
             spent_gpu_h=r["spent_gpu_h"] or 0.0,
@@ -71,10 +70,10 @@ class AuditWriter:
     """The audit of every decision, crash-safe without slowing the answer.
 
     On the request path a decision is one record appended to this replica's write-ahead spool
-    (`<lake>/_spool/webhook-<replica>/`, the collector's WAL format): one write(2), about 20 us, after which
-    it survives kill -9 of the webhook. A background thread fdatasyncs the spool every `sync_s` (so a power loss
-    costs at most that much) and turns it into admission_decisions Parquet every `flush_s` (a file per flush: at
-    every second a busy day would be 86,400 files before `compact` merges them). On start, the replica
+    (`<lake>/_spool/webhook-<replica>/`, the collector's WAL format): one write(2), about 60 us with its JSON,
+    after which it survives kill -9 of the webhook. A background thread fdatasyncs the spool every `sync_s` (so a
+    power loss costs at most that much) and turns it into admission_decisions Parquet every `flush_s` (a file per
+    flush: at every second a busy day would be 86,400 files before `compact` merges them). On start, the replica
     replays what its own spool holds, and adopts the spools of replicas that are gone (a Deployment's pods get
     new names when they restart): each live replica holds a lock on its spool, so only orphans are taken.
     """

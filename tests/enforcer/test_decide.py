@@ -46,7 +46,6 @@ def table(idle=(), **kw):
         quota_gpus=None,
         budget_usd=1000,
         spent_usd=100,
-        idle_gpus_now=0,
         fairshare=0.6,
     )
     total.update(kw)

@@ -17,7 +17,7 @@ from enforcer.server import Webhook, create_app
 NOW = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
 HOOK = Webhook(
     Settings({"ns": "t"}),
-    Table({("t", None): TenantRow("t", None, 3, 8, budget_usd=100, spent_usd=90, idle_gpus_now=1, fairshare=0.4)}, NOW),
+    Table({("t", None): TenantRow("t", None, 3, 8, budget_usd=100, spent_usd=90, fairshare=0.4)}, NOW),
     clock=lambda: NOW,
 )
 CLIENT = TestClient(create_app(HOOK))
