@@ -69,6 +69,22 @@ class RecordedApiServer:
         self._http.shutdown()
         self._http.server_close()
 
+    def kubeconfig(self, path):
+        """A kubeconfig file pointing kubectl (or the kubernetes client's loader) at this server; returns `path`."""
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "t", "cluster": {"server": self.url}}],
+                    "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+                    "users": [{"name": "u", "user": {}}],
+                    "current-context": "t",
+                }
+            )
+        )
+        return path
+
     def api_client(self):
         from kubernetes import client
 

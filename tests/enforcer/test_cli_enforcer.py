@@ -39,22 +39,6 @@ def test_serve_refuses_a_bad_certificate(cli, tmp_path):
     assert r.exit_code != 0 and "not a usable certificate and key" in r.output and "Traceback" not in r.output
 
 
-def kubeconfig(path, url):
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "t", "cluster": {"server": url}}],
-                "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
-                "users": [{"name": "u", "user": {}}],
-                "current-context": "t",
-            }
-        )
-    )
-    return path
-
-
 def serve(tmp_path, lake, replica, env=None):
     """`gpuledger enforcer serve` as a process; returns it and an HTTPS client once /healthz answers."""
     if not (tmp_path / "tls").exists():
@@ -122,7 +106,7 @@ def test_serve_answers_over_tls_and_audits_into_the_lake(analysed_lake, tmp_path
             "ADDED", {"metadata": {"name": "lab", "uid": "ns-lab", "labels": {TENANT_LABEL: "vision"}}}, "Namespace"
         )
         env = os.environ | {
-            "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", api.url)),
+            "KUBECONFIG": str(api.kubeconfig(tmp_path / "kubeconfig")),
             "GPULEDGER_CONFIG": str(tmp_path / "gpuledger.toml"),
         }
         p, client = serve(tmp_path, lake, "r1", env)

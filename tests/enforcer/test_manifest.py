@@ -66,19 +66,7 @@ def test_the_defaults_the_issue_asks_for(manifest):
 
 def kubectl_dry_run(stream: str, tmp_path) -> subprocess.CompletedProcess:
     with RecordedApiServer() as api:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "t", "cluster": {"server": api.url}}],
-                    "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
-                    "users": [{"name": "u", "user": {}}],
-                    "current-context": "t",
-                }
-            )
-        )
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
         return subprocess.run(
             ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
             input=stream,
