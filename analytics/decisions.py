@@ -56,18 +56,14 @@ def decisions(
 ) -> pl.DataFrame:
     """One row per (tenant, gpu_model) the tenant holds or has a quota for.
 
-    allocs_now: (tenant, gpu_model, share) of open allocations; spent_month: (tenant, usd[, gpu_h]) this month;
+    allocs_now: (tenant, gpu_model, share) of open allocations; spent_month: (tenant, usd, gpu_h) this month;
     usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus).
     """
     held = allocs_now.group_by("tenant", "gpu_model").agg(pl.col("share").sum().alias("allocated_gpus"))
     hold = {(r["tenant"], r["gpu_model"]): r["allocated_gpus"] for r in held.iter_rows(named=True)}
     idle = {(r["tenant"], r["gpu_model"]): r["idle_gpus"] for r in idle_now.iter_rows(named=True)}
     spent = dict(zip(spent_month["tenant"].to_list(), spent_month["usd"].to_list(), strict=True))
-    spent_h = (
-        dict(zip(spent_month["tenant"].to_list(), spent_month["gpu_h"].to_list(), strict=True))
-        if "gpu_h" in spent_month.columns
-        else {}
-    )
+    spent_h = dict(zip(spent_month["tenant"].to_list(), spent_month["gpu_h"].to_list(), strict=True))
     decayed = dict(zip(usage["tenant"].to_list(), usage["usage_decayed"].to_list(), strict=True))
     fs = {r["tenant"]: r for r in fairshare(usage, tenants).iter_rows(named=True)}
     rows = []
