@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -95,9 +94,9 @@ def _run(env_dir, *args, cwd=None, stdin=None):
 
 
 def test_every_installed_module_imports_with_declared_dependencies_only(fresh):
-    code = f"""
+    code = """
 import importlib, json, pkgutil
-failed = {{}}
+failed = {}
 for top in ("gpuledger", "collector", "analytics", "dashboards", "enforcer"):
     pkg = importlib.import_module(top)
     for m in pkgutil.walk_packages(pkg.__path__, top + "."):
@@ -128,12 +127,28 @@ def test_each_command_runs_for_real_after_a_plain_install(fresh, tmp_path):
     ok = lambda r: (r.returncode == 0, r.stdout + r.stderr)  # noqa: E731
 
     assert _run(fresh, "--version").stdout.strip().endswith("0.1.0")
-    r = _run(fresh, "simulate", "--lake", str(lake), "--nodes", "1", "--gpus-per-node", "2", "--days", "0.05",
-             "--models", "L4", "--end", "2026-11-02T00:00:00Z")
+    r = _run(
+        fresh,
+        "simulate",
+        "--lake",
+        str(lake),
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--days",
+        "0.05",
+        "--models",
+        "L4",
+        "--end",
+        "2026-11-02T00:00:00Z",
+    )
     assert r.returncode == 0, ok(r)
     r = _run(fresh, "analyze", "--lake", str(lake))
     assert r.returncode == 0, ok(r)
-    r = _run(fresh, "sql", "--lake", str(lake), "--format", "csv", "SELECT count(DISTINCT gpu_uuid) AS n FROM gpu_samples")
+    r = _run(
+        fresh, "sql", "--lake", str(lake), "--format", "csv", "SELECT count(DISTINCT gpu_uuid) AS n FROM gpu_samples"
+    )
     assert r.returncode == 0 and r.stdout.split() == ["n", "2"], ok(r)
     r = _run(fresh, "views", "--lake", str(lake))
     assert r.returncode == 0 and "CREATE" in r.stdout.upper(), ok(r)
