@@ -126,11 +126,28 @@ def _shell(context: Context) -> html.Div:
 
 def _basic_auth(server: flask.Flask, user: str, password: str) -> None:
     """HTTP basic auth on every route (the page, its callbacks and assets): optional, from the config."""
-    expected = base64.b64encode(f"{user}:{password}".encode()).decode()
+    expected = f"{user}:{password}".encode()  # RFC 7617: user-pass as UTF-8
 
     @server.before_request
     def _check():
-        given = (flask.request.headers.get("Authorization") or "").removeprefix("Basic ").strip()
-        if not hmac.compare_digest(given.encode(), expected.encode()):
+        given = basic_credentials(flask.request.headers.get("Authorization") or "")
+        if given is None or not hmac.compare_digest(given, expected):
             return flask.Response("gpuledger: sign in", 401, {"WWW-Authenticate": 'Basic realm="gpuledger"'})
         return None
+
+
+def basic_credentials(header: str) -> bytes | None:
+    """The decoded `user:password` of a Basic Authorization header, or None for any other header.
+
+    The scheme is matched case-insensitively (RFC 7235 section 2.1: `basic` and `BASIC` are the same scheme), and
+    only it: no scheme, another scheme, base64 with characters outside its alphabet or a token without a colon
+    is refused. (Werkzeug's parser would read a missing colon as an empty password.)
+    """
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True)
+    except ValueError:  # binascii.Error (not base64) and non-ASCII text are both ValueErrors
+        return None
+    return decoded if b":" in decoded else None
