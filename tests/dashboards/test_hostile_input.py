@@ -5,13 +5,15 @@ POST to /_dash-update-component, as the browser sends it. None may answer 500.
 """
 
 import base64
+import datetime as dt
 import http.client
 import threading
 
 import pytest
 from werkzeug.serving import make_server
 
-from dashboards.app import create_app
+from dashboards import filters
+from dashboards.app import PAGES, create_app
 
 H100 = "NVIDIA H100 80GB HBM3"
 TOKEN = base64.b64encode(b"ops:s3cret").decode()
@@ -64,3 +66,136 @@ def test_basic_auth_over_a_real_connection(tmp_path):
         server.shutdown()
     challenge = (401, 'Basic realm="gpuledger"')
     assert got == [(200, None), (200, None), challenge, challenge, challenge]
+
+
+# -- dates out of range in the URL: clamped to the lake's days and named, never a 500 ------------------------
+BOUNDS = (dt.date(2026, 9, 28), dt.date(2026, 11, 1))
+TODAY = dt.date(2026, 12, 3)
+WINDOW = "2026-09-28 to 2026-12-03 (the days with data, up to today)"
+
+
+@pytest.mark.parametrize(
+    "search,start,end,problems",
+    [
+        (
+            "?end=0001-01-01",
+            "2026-09-28",
+            "2026-09-28",
+            [f"end 0001-01-01 is outside {WINDOW}: showing 2026-09-28"],
+        ),
+        (
+            "?start=9999-12-31",
+            "2026-11-01",
+            "2026-11-01",
+            [
+                f"start 9999-12-31 is outside {WINDOW}: showing 2026-12-03",
+                "start 2026-12-03 is after end 2026-11-01: showing 2026-11-01 only",
+            ],
+        ),
+        (
+            "?start=0001-01-01",
+            "2026-09-28",
+            "2026-11-01",
+            [f"start 0001-01-01 is outside {WINDOW}: showing 2026-09-28"],
+        ),
+        ("?end=9999-12-31", "2026-11-04", "2026-12-03", [f"end 9999-12-31 is outside {WINDOW}: showing 2026-12-03"]),
+        ("?start=2026-09-28&end=2026-12-03", "2026-09-28", "2026-12-03", []),  # the window's edges are inside it
+    ],
+)
+def test_dates_outside_the_lake_are_clamped_and_named(search, start, end, problems):
+    f, bad = filters.parse(search, BOUNDS, today=TODAY)
+    assert (f.start.isoformat(), f.end.isoformat(), bad) == (start, end, problems)
+    assert f.end_ts.date() == f.end + dt.timedelta(days=1)
+
+
+def test_an_empty_lake_clamps_to_today():
+    f, bad = filters.parse("?start=0001-01-01&end=9999-12-31", None, today=TODAY)
+    window = "1970-01-01 to 2026-12-03 (the days with data, up to today)"
+    assert (f.start, f.end) == (dt.date(1970, 1, 1), TODAY)
+    assert bad == [
+        f"end 9999-12-31 is outside {window}: showing 2026-12-03",
+        f"start 0001-01-01 is outside {window}: showing 1970-01-01",
+    ]
+
+
+def post(app, output, outputs, inputs, changed, state=()):
+    body = {"output": output, "outputs": outputs, "inputs": inputs, "changedPropIds": changed, "state": list(state)}
+    return app.server.test_client().post("/_dash-update-component", json=body)
+
+
+def render(app, path, search):
+    return post(
+        app,
+        "..page.children...nav.children..",
+        [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        [{"id": "url", "property": "pathname", "value": path}, {"id": "url", "property": "search", "value": search}],
+        ["url.pathname"],
+    )
+
+
+def sync(app, search):
+    """The filter bar's callback on a page load: the URL's filters into the date picker and dropdowns."""
+    ids = [
+        ("url", "search"),
+        ("f-range", "start_date"),
+        ("f-range", "end_date"),
+        ("f-tenant", "value"),
+        ("f-model", "value"),
+    ]
+    return post(
+        app,
+        "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value..",
+        [{"id": i, "property": p} for i, p in ids],
+        [{"id": i, "property": p, "value": search if i == "url" else None} for i, p in ids],
+        ["url.search"],
+    )
+
+
+def whatif(app, model, delta, idle_h, search=""):
+    return post(
+        app,
+        "cap-wi-out.children",
+        {"id": "cap-wi-out", "property": "children"},
+        [{"id": "cap-wi-run", "property": "n_clicks", "value": 1}],
+        ["cap-wi-run.n_clicks"],
+        [
+            {"id": "cap-wi-model", "property": "value", "value": model},
+            {"id": "cap-wi-delta", "property": "value", "value": delta},
+            {"id": "cap-wi-idle", "property": "value", "value": idle_h},
+            {"id": "url", "property": "search", "value": search},
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def app(dash_lake):
+    from analytics.whatif import for_dashboard
+
+    return create_app(dash_lake, whatif=for_dashboard)
+
+
+BAD_DATES = {  # the URL, and the parameter named first
+    "?end=0001-01-01": "end 0001-01-01",
+    "?start=9999-12-31": "start 9999-12-31",
+    "?start=0001-01-01": "start 0001-01-01",
+    "?end=9999-12-31": "end 9999-12-31",
+    "?start=0001-01-01&end=0001-01-01": "end 0001-01-01",
+    "?start=9999-12-31&end=9999-12-31": "end 9999-12-31",
+}
+
+
+@pytest.mark.parametrize("search", BAD_DATES)
+def test_every_page_and_the_filter_bar_take_dates_out_of_range(app, search):
+    """Before: HTTP 500 (OverflowError: date value out of range) on every page for ?end=0001-01-01."""
+    lo, hi = filters.window(app.server.config["GPULEDGER_CONTEXT"].data.bounds())
+    named = f"{BAD_DATES[search]} is outside {lo} to {hi} (the days with data, up to today): showing "
+    for page in PAGES:
+        r = render(app, page.PATH, search)
+        assert r.status_code == 200, (page.PATH, r.data[:200])
+        assert named in r.get_data(as_text=True), page.PATH
+    r = sync(app, search)
+    assert r.status_code == 200
+    start, end = (r.json["response"]["f-range"][k] for k in ("start_date", "end_date"))
+    assert lo.isoformat() <= start <= end <= hi.isoformat()
+    r = whatif(app, H100, 8, None, search)
+    assert r.status_code == 200 and "jobs submitted" in r.get_data(as_text=True)
