@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 TICKS_PER_HOUR = 12  # queue_depth's 5-minute ticks
+UNKNOWN_MODEL = "unknown"
 
 
 def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
@@ -19,6 +20,8 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
     supply = (
         hourly.filter(pl.col("parent_gpu_uuid").is_null())
         .rename({"model": "gpu_model"})
+        # dcgm-exporter before 2.x's modelName label names no model: such GPUs still count, as "unknown".
+        .with_columns(pl.col("gpu_model").fill_null(UNKNOWN_MODEL))
         .group_by(key)
         .agg(
             pl.len().cast(pl.Int64).alias("gpus"),

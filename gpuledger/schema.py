@@ -85,7 +85,12 @@ GPU_SAMPLES = Table(
         _c("model", pl.String, "product name, e.g. NVIDIA H100 80GB HBM3"),
         _c("pci_bus_id", pl.String, "PCI bus id, e.g. 00000000:53:00.0"),
         _c("driver_version", pl.String, "NVIDIA driver version"),
-        _c("util_gpu_pct", pl.Float32, "percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL)"),
+        _c(
+            "util_gpu_pct",
+            pl.Float32,
+            "percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL; "
+            "a MIG instance: DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100)",
+        ),
         _c("util_mem_pct", pl.Float32, "percent of time device memory was read or written"),
         _c("sm_active_ratio", pl.Float32, "fraction of SM cycles with a warp resident (DCGM_FI_PROF_SM_ACTIVE)"),
         _c("tensor_active_ratio", pl.Float32, "fraction of cycles the tensor pipes were busy"),

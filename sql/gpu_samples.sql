@@ -14,7 +14,7 @@ SELECT
     model,                                                  -- VARCHAR: product name, e.g. NVIDIA H100 80GB HBM3
     pci_bus_id,                                             -- VARCHAR: PCI bus id, e.g. 00000000:53:00.0
     driver_version,                                         -- VARCHAR: NVIDIA driver version
-    util_gpu_pct,                                           -- FLOAT: percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL)
+    util_gpu_pct,                                           -- FLOAT: percent of time a kernel ran (NVML utilization.gpu / DCGM_FI_DEV_GPU_UTIL; a MIG instance: DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100)
     util_mem_pct,                                           -- FLOAT: percent of time device memory was read or written
     sm_active_ratio,                                        -- FLOAT: fraction of SM cycles with a warp resident (DCGM_FI_PROF_SM_ACTIVE)
     tensor_active_ratio,                                    -- FLOAT: fraction of cycles the tensor pipes were busy

@@ -29,6 +29,8 @@ COLUMNS: dict[str, tuple[str, float]] = {
 }
 # Used to derive mem_total_bytes = free + used + reserved (dcgm-exporter has no total field).
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
+# A MIG instance's activity (a ratio): its util_gpu_pct x 1/100, since DCGM has no GPU_UTIL per instance.
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 # The last Xid seen on the GPU (0 = none): a health event when it changes.
 XID = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"  # exporter counter per xid="<code>" label within its window

@@ -1,5 +1,6 @@
 """Parsed dcgm-exporter samples -> lake rows: gpu_samples (one per GPU or MIG instance), gpu_fields (every
-other field), health_events (Xid).
+other field), health_events (Xid). A MIG instance's util_gpu_pct is its DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100
+(DCGM reports no GPU_UTIL per instance); the field is also kept in gpu_fields as it is.
 
 Label variants seen in real captures and the Prometheus API (tests/fixtures/dcgm): `Hostname`/`hostname`,
 `UUID`/`uuid`, `pod`/`pod_name`/`exported_pod`, `namespace`/`pod_namespace`/`exported_namespace`,
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from collector.dcgm.fields import COLUMNS, FB_FREE, LABEL_FIELDS, MIB, XID, XID_COUNT, is_blank
+from collector.dcgm.fields import COLUMNS, FB_FREE, GR_ENGINE_ACTIVE, LABEL_FIELDS, MIB, XID, XID_COUNT, is_blank
 
 EXPORTER_CONTAINERS = {"nvidia-dcgm-exporter", "dcgm-exporter"}
 INT_COLUMNS = {
@@ -133,23 +134,21 @@ class RowBuilder:
                     row[c] = int(round(v * factor)) if c in INT_COLUMNS else v * factor
             elif name == FB_FREE:
                 row["_free"] = v
+            elif name == GR_ENGINE_ACTIVE and k.parent_gpu_uuid is not None:
+                row["_gr_active"] = v
+                out.fields.append(self._field(k, ts_us, name, v))
             elif name == XID:
                 self._xid(out, k, ts_us, v, labels)
             elif name == XID_COUNT:
                 self._xid_count(out, k, ts_us, v, labels)
             else:
-                out.fields.append(
-                    {
-                        "ts": ts_us,
-                        "cluster": self.cluster,
-                        "node": k.node,
-                        "gpu_uuid": k.gpu_uuid,
-                        "field": name,
-                        "value": v,
-                        "source": self.source,
-                    }
-                )
+                out.fields.append(self._field(k, ts_us, name, v))
         for row in by_gpu.values():
+            gr = row.pop("_gr_active", None)
+            if row["parent_gpu_uuid"] is not None and row.get("util_gpu_pct") is None and gr is not None:
+                # DCGM has no GPU_UTIL for a MIG instance (NVML cannot measure one); its activity is the share of
+                # time its graphics engine was busy, the same "a kernel ran" notion on the instance's slices.
+                row["util_gpu_pct"] = gr * 100.0
             free = row.pop("_free", None)
             if free is not None and row.get("mem_used_bytes") is not None:
                 row["mem_total_bytes"] = (
@@ -174,6 +173,17 @@ class RowBuilder:
             "pod": k.pod,
             "namespace": k.namespace,
             "container": k.container,
+        }
+
+    def _field(self, k: GpuKey, ts_us: int, name: str, v: float | None) -> dict:
+        return {
+            "ts": ts_us,
+            "cluster": self.cluster,
+            "node": k.node,
+            "gpu_uuid": k.gpu_uuid,
+            "field": name,
+            "value": v,
+            "source": self.source,
         }
 
     def _event(self, k: GpuKey, ts_us: int, code: int, detail: str) -> dict:

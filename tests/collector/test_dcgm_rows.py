@@ -70,6 +70,9 @@ def test_mig_instance_gets_its_own_row():
     mig = rows[f"{parent}/gi13"]
     assert (mig["parent_gpu_uuid"], mig["mig_profile"]) == (parent, "1g.5gb")
     assert mig["tensor_active_ratio"] == pytest.approx(0.930433)
+    # No GPU_UTIL per instance: its activity is GR_ENGINE_ACTIVE 0.995687 as a percent (kept in gpu_fields too).
+    assert mig["util_gpu_pct"] == pytest.approx(99.5687)
+    assert "util_gpu_pct" not in rows[parent]  # the parent's GR_ENGINE_ACTIVE stays a field: it is no MIG row
     assert rows[parent]["power_w"] == pytest.approx(409.692) and rows[parent]["mig_profile"] is None
     assert page.events == []  # XID_ERRORS is 0
     assert {f["field"] for f in page.fields if f["gpu_uuid"] == mig["gpu_uuid"]} == {
