@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 # Scrapes run from milliseconds (NVML) to seconds (1,000 remote endpoints).
@@ -58,5 +58,16 @@ class CollectorMetrics:
             "gpuledger_rows_written", "Rows appended to the spool, by table", ["table"], registry=self.registry
         )
         self.flushes = Counter("gpuledger_flushes", "Spool flushes into the lake", registry=self.registry)
+        self.pending_rows = Gauge(
+            "gpuledger_spool_pending_rows",
+            "Rows scraped but kept in memory because the spool cannot take them (a full disk)",
+            registry=self.registry,
+        )
+        self.dropped_rows = Counter(
+            "gpuledger_rows_dropped",
+            "Rows dropped unspooled after waiting too long for a spool that could not take them, by table",
+            ["table"],
+            registry=self.registry,
+        )
         if spool_dir is not None:
             self.registry.register(_SpoolCollector(spool_dir))

@@ -2,6 +2,9 @@
 
 Scrape and flush are separate jobs: a slow flush never delays a scrape, and with coalesce plus
 max_instances=1 a slow scrape never piles up runs.
+
+A batch the spool cannot take (a full disk) is kept in memory, in order, and tried again before anything newer;
+it is acknowledged only once it is in the spool.
 """
 
 from __future__ import annotations
@@ -10,18 +13,32 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from collector.metrics import CollectorMetrics
 from collector.source import Batch, Source
-from gpuledger.errors import GpuledgerError, SourceError
+from gpuledger.errors import GpuledgerError, SourceError, SpoolError
 from gpuledger.lake import LakeWriter
 from gpuledger.spool import Spool
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 300.0
+# Rows kept in memory while the spool cannot take them: about 100 MB of Python lists, some 70 hours of an 8-GPU
+# node at 10 s. Past it the oldest are dropped, counted and logged (growing without bound would end in an OOM
+# kill that loses all of them).
+MAX_PENDING_ROWS = 200_000
+
+
+@dataclass
+class ScrapeReport:
+    """What one scrape got: rows of data (scrape errors not counted) and why each failed source or target failed."""
+
+    rows: int = 0
+    failures: list[str] = field(default_factory=list)
 
 
 class Collector:
@@ -35,6 +52,7 @@ class Collector:
         clock: Callable[[], float] = time.time,
         on_ack: Callable[[Batch], None] | None = None,
         metrics: CollectorMetrics | None = None,
+        max_pending_rows: int = MAX_PENDING_ROWS,
     ):
         self.sources = list(sources)
         self.spool = spool
@@ -51,6 +69,12 @@ class Collector:
         # so a dead endpoint is not hammered and does not flood health_events.
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
+        self.max_pending_rows = max_pending_rows
+        self._pending: deque[Batch] = deque()  # scraped, not yet in the spool; oldest first
+        self._pending_lock = threading.Lock()  # the scrape and the flush jobs (two threads) both drain it
+        self._pending_rows = 0
+        self._spool_error: SpoolError | None = None  # set while the spool refuses appends
+        self._report = ScrapeReport()
 
     def start(self) -> int:
         """Open the spool and replay what a previous run left in it. Returns the rows replayed."""
@@ -63,16 +87,63 @@ class Collector:
         return rows
 
     def _append(self, batch: Batch) -> None:
-        self.spool.append(batch.table, batch.columns)
-        self.metrics.rows.labels(batch.table).inc(batch.rows)
+        """Spool the batch after any kept from earlier; if the spool cannot take it, keep it for the next try."""
+        cols, failed = batch.columns, 0
         if batch.table == "health_events":
-            for kind in batch.columns.get("kind", []):
+            for i, kind in enumerate(cols.get("kind", [])):
                 if kind == "scrape_error":
-                    self.metrics.errors.labels(batch.columns["source"][0], "scrape_error").inc()
-        if self.on_ack:
-            self.on_ack(batch)
+                    failed += 1
+                    self.metrics.errors.labels(cols["source"][i], "scrape_error").inc()
+                    self._report.failures.append(cols["detail"][i])
+        self._report.rows += batch.rows - failed
+        with self._pending_lock:
+            self._pending.append(batch)
+            self._pending_rows += batch.rows
+            self._drain_locked()
 
-    def scrape(self) -> None:
+    def _drain(self) -> None:
+        with self._pending_lock:
+            self._drain_locked()
+
+    def _drain_locked(self) -> None:
+        """Move kept batches into the spool, oldest first, acknowledging each once it is there."""
+        while self._pending:
+            batch = self._pending[0]
+            try:
+                self.spool.append(batch.table, batch.columns)
+            except SpoolError as e:
+                if self._spool_error is None:
+                    log.error("%s: keeping scraped batches in memory and trying again at every scrape", e)
+                self._spool_error = e
+                self._drop_oldest()
+                break
+            self._pending.popleft()
+            self._pending_rows -= batch.rows
+            self.metrics.rows.labels(batch.table).inc(batch.rows)
+            if self.on_ack:
+                self.on_ack(batch)
+        else:
+            if self._spool_error is not None:
+                log.warning("the spool takes appends again; every batch kept in memory is in it")
+                self._spool_error = None
+        self.metrics.pending_rows.set(self._pending_rows)
+
+    def _drop_oldest(self) -> None:
+        while self._pending_rows > self.max_pending_rows:
+            batch = self._pending.popleft()
+            self._pending_rows -= batch.rows
+            self.metrics.dropped_rows.labels(batch.table).inc(batch.rows)
+            log.error(
+                "dropped %d %s row(s) never spooled: more than %d rows waited for the spool",
+                batch.rows,
+                batch.table,
+                self.max_pending_rows,
+            )
+
+    def scrape(self) -> ScrapeReport:
+        """Collect from every due source; returns what this scrape got and which sources or targets failed."""
+        self._report = ScrapeReport()
+        self._drain()
         now = self.clock()
         for src in self.sources:
             if now < self._retry_at.get(src.name, 0.0):
@@ -93,10 +164,11 @@ class Collector:
             finally:
                 self.metrics.scrape_seconds.labels(src.name).observe(time.perf_counter() - t0)
         self.scrapes += 1
+        return self._report
 
     def scrape_logged(self) -> None:
-        """The scheduled scrape: a spool that cannot be written (full disk) is reported in one line, and the
-        next scrape tries again; the batch that failed was never acknowledged."""
+        """The scheduled scrape: an error is reported in one line, and the next scrape tries again (a batch the
+        spool could not take is kept in memory for it, never acknowledged before)."""
         try:
             self.scrape()
         except GpuledgerError as e:
@@ -130,9 +202,12 @@ class Collector:
             self._append(self._event(self.clock(), "spool_corrupt", self.spool.corrupt_reports.pop(0), "spool"))
 
     def flush(self) -> int:
+        self._drain()
         rows = self.spool.flush(self.writer)
         self.metrics.flushes.inc()
         self._report_corrupt()
+        if self._pending:
+            return rows  # a source's checkpoint would record as written what is still only in memory
         for src in self.sources:
             checkpoint = getattr(src, "checkpoint", None)
             if checkpoint:
@@ -143,6 +218,10 @@ class Collector:
         """Flush everything and release the sources (called on Ctrl-C / SIGTERM)."""
         try:
             self.flush()
+            if self._pending:
+                raise SpoolError(
+                    f"{self._pending_rows} scraped row(s) never reached the spool and are lost: {self._spool_error}"
+                )
         finally:
             self.spool.close()
             for src in self.sources:

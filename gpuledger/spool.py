@@ -13,6 +13,13 @@ Recovery rules (kill -9 or power loss):
   kept, the segment is moved to `corrupt/` for inspection and the damage is reported. Nothing is silently
   thrown away.
 
+An append writes all of its bytes or fails: a short write (a full disk, a file-size limit) or a failed sync is
+cut off again (the segment truncated back to its last whole record) and raised, so nothing is acknowledged that
+is not on disk and no later record lands behind torn bytes.
+
+One live writer per spool: `lock` takes an flock on `LOCK` (released by the kernel when the process dies, even
+by kill -9) and writes the holder's pid and host into it, so a second process can say who holds the spool.
+
 Flushing turns each closed segment into Parquet files named after the segment (`part-<writer>-<seq>`)
 and only then deletes it; a crash in between replays the segment into the same file names, so the
 lake holds each acknowledged row exactly once.
@@ -20,9 +27,12 @@ lake holds each acknowledged row exactly once.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import logging
 import os
+import socket
 import struct
 import threading
 import time
@@ -94,6 +104,17 @@ def read_segment(path: Path) -> SegmentRead:
     return out
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise OSError: os.write may write fewer bytes than asked (a disk filling up mid-record,
+    a file-size limit); the next call then reports why."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
+
+
 def records_to_frames(records: list[tuple[str, dict]]) -> dict[str, pl.DataFrame]:
     """Group spooled records by table and build one typed frame per table."""
     by_table: dict[str, list[dict]] = defaultdict(list)
@@ -126,6 +147,9 @@ class Spool:
         self._fd: int | None = None
         self._current: Path | None = None
         self._kept: list = []  # objects appended with keep=, since the last rotate
+        self._size = 0  # bytes of whole records in the open segment: where a failed append is cut back to
+        self._torn = False  # a failed append could not be cut back: the next one tries again before writing
+        self._lock_fd: int | None = None
         self.corrupt_reports: list[str] = []
 
     # -- segments ---------------------------------------------------------------------------------
@@ -147,16 +171,47 @@ class Spool:
         write_bytes_atomic(hw_path, str(seq).encode())
         return seq
 
-    def open(self) -> None:
+    def lock(self) -> None:
+        """Take the spool for this process, before reading or writing anything in it (`open` does it too).
+
+        Raises SpoolError naming the process (pid, host) that holds it: two writers on one spool would replay and
+        delete each other's live segment."""
+        if self._lock_fd is not None:
+            return
         try:
             ensure_dir(self.dir)
         except LakeError as e:
             raise SpoolError(str(e).replace("cannot write", "cannot create spool directory")) from e
+        path = self.dir / "LOCK"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise SpoolError(f"cannot open the spool lock {path}: {e.strerror}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 256, 0).decode(errors="replace").split()
+            os.close(fd)
+            who = f"process {holder[0]} on host {holder[1]}" if len(holder) == 2 else "another process"
+            raise SpoolError(
+                f"spool {self.dir} is in use by {who}: one writer per spool (stop that one, or give this one "
+                "another lake or collector.node)"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        except OSError:
+            pass  # only who holds it, for the message above (a full disk must not stop the writer starting)
+        self._lock_fd = fd
+
+    def open(self) -> None:
+        self.lock()
         with self._lock:
             self._open_new_segment()
 
     def _open_new_segment(self) -> None:
         self._current, self._fd = self._create_segment()
+        self._size, self._torn = 0, False
 
     def _create_segment(self) -> tuple[Path, int]:
         """A new, empty segment file and its descriptor. Nothing is swapped in: if this fails, the spool keeps
@@ -180,12 +235,13 @@ class Spool:
         segment and kept objects is one step under the lock, so no append lands in one and not the other; the old
         segment is synced and closed after it."""
         with self._lock:
-            if self._fd is None or self._current is None or self._current.stat().st_size == 0:
+            if self._fd is None or self._current is None or self._size == 0:
                 return None
         new = self._create_segment()
         with self._lock:
             path, fd, kept = self._current, self._fd, self._kept
             (self._current, self._fd), self._kept = new, []
+            self._size, self._torn = 0, False  # a torn tail left in the old segment is dropped by its replay
         try:
             if not self.fsync:
                 os.fdatasync(fd)  # every append was synced already with fsync; else all of it on disk now
@@ -194,13 +250,17 @@ class Spool:
         return path, kept
 
     def close(self) -> None:
+        """Close the open segment and let go of the spool (the lock); a second call does nothing."""
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-                if self._current is not None and self._current.stat().st_size == 0:
-                    self._current.unlink()  # nothing in it: leave no empty segment behind
+                if self._current is not None and self._size == 0:
+                    self._current.unlink()  # nothing whole in it: leave no empty segment behind
                     fsync_dir(self.dir)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     # -- hot path ---------------------------------------------------------------------------------
     def append(self, table_name: str, columns: dict[str, list], keep=None) -> None:
@@ -212,13 +272,25 @@ class Spool:
             if self._fd is None:
                 raise SpoolError("spool is not open")
             try:
-                os.write(self._fd, record)
+                if self._torn:
+                    os.ftruncate(self._fd, self._size)
+                    self._torn = False
+                _write_all(self._fd, record)
                 if self.fsync:
                     os.fdatasync(self._fd)
-                if keep is not None:
-                    self._kept.append(keep)
             except OSError as e:
+                self._cut_back()
                 raise SpoolError(f"cannot append to spool segment {self._current}: {e.strerror}") from e
+            self._size += len(record)
+            if keep is not None:
+                self._kept.append(keep)
+
+    def _cut_back(self) -> None:
+        """Truncate the open segment to its last whole record after a failed append (under the lock)."""
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            self._torn = True
 
     def sync(self) -> None:
         """fdatasync what was appended (a spool opened with fsync=False batches its syncs this way).
@@ -259,19 +331,23 @@ class Spool:
         return len(segs), sum(p.stat().st_size for p in segs if p.exists())
 
     def flush(self, lake: LakeWriter) -> int:
-        """Rotate, then turn every closed segment into Parquet and delete it. Returns rows written."""
+        """Turn every closed segment into Parquet and delete it, then rotate and do the same with the segment that
+        was open. Returns rows written. Closed segments go first: on a full spool disk that frees the space the
+        rotation needs (a new segment and its HIGHWATER)."""
         with self._lock:
             closed = [p for p in self._segments() if p != self._current]
-        old = self._swap_segment()
-        if old is not None:
-            closed.append(old[0])
         rows = 0
         for seg in closed:
             rows += self._flush_segment(seg, lake)
+        old = self._swap_segment()
+        if old is not None:
+            rows += self._flush_segment(old[0], lake)
         return rows
 
     def replay(self, lake: LakeWriter) -> int:
-        """On start, before the first append: write whatever a previous run left behind."""
+        """On start, before the first append: write whatever a previous run left behind (takes the lock first: a
+        segment another live process still writes must never be replayed and deleted)."""
+        self.lock()
         rows = 0
         for seg in self._segments():
             if seg != self._current:

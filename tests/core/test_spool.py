@@ -59,6 +59,7 @@ def test_crash_between_parquet_write_and_segment_delete_does_not_duplicate(tmp_p
     kept = seg.read_bytes()
     sp.flush(lake)
     seg.write_bytes(kept)  # as if the unlink never happened
+    sp.close()  # the process dies (which lets go of its lock)
     sp2 = open_spool(tmp_path)
     sp2.replay(lake)
     assert scan(tmp_path / "lake", "gpu_samples").collect().height == 8
