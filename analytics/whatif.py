@@ -14,6 +14,9 @@ Method (docs/dashboards.md):
   The measured figures of the window are returned beside both.
 - Figures per model: jobs, wait mean / p50 / p90 (s), allocation (GPU-hours held in the window / GPU-hours the
   fleet had), and jobs that never fit (asking for more GPUs than any node of the model has).
+- Bounds (`check`, for the dashboards' inputs): a scenario changes a GPU model the fleet has, removes at most
+  the GPUs it has and adds at most MAX_ADD_PER_FLEET_GPU times the fleet's GPUs; the idle rule's T lies within
+  the replayed window, which is at most MAX_WINDOW_DAYS long.
 """
 
 from __future__ import annotations
@@ -40,6 +43,16 @@ RESULT_SCHEMA = pl.Schema(
         "unplaceable_jobs": pl.Int64,
     }
 )
+
+
+# Adding more than 4x today's fleet is a different cluster, not a what-if; and the replay's cost grows with the
+# nodes (10,000,000 GPUs: 1.25 M nodes, a minute of CPU and hundreds of MB per request before this bound).
+MAX_ADD_PER_FLEET_GPU = 4
+MAX_WINDOW_DAYS = 31  # the dashboards replay 7 days; a month of a 1,000-GPU fleet is ~100,000 jobs (4.4 weeks)
+
+
+class ScenarioError(ValueError):
+    """A what-if input outside what the fleet makes sensible; the message names each input and its allowed range."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +270,46 @@ def whatif(
     ).select(RESULT_SCHEMA.names())
 
 
+def check(scenario: Scenario, nodes: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> None:
+    """Raise ScenarioError naming every input of the scenario outside its bounds (the module's docstring)."""
+    fleet = fleet_nodes(nodes)
+    have = sorted({m for m, _ in fleet})
+    fleet_gpus = sum(g for _, g in fleet)
+    problems = []
+    window_h = (end - start).total_seconds() / 3600
+    if not 0 < window_h <= MAX_WINDOW_DAYS * 24:
+        problems.append(
+            f"the replayed window must be longer than 0 and at most {MAX_WINDOW_DAYS} days, not {start} to {end}"
+        )
+    if scenario.model and scenario.model not in have:
+        problems.append(
+            f"GPU model {scenario.model!r} is not in this fleet (its nodes have: {', '.join(have) or 'none'})"
+        )
+    elif scenario.delta_gpus:
+        if not scenario.model:
+            problems.append("GPUs to add needs a GPU model")
+        else:
+            model_gpus = sum(g for m, g in fleet if m == scenario.model)
+            most = MAX_ADD_PER_FLEET_GPU * fleet_gpus
+            if not -model_gpus <= scenario.delta_gpus <= most:
+                problems.append(
+                    f"GPUs to add must be between -{model_gpus} and +{most} for {scenario.model}, not "
+                    f"{scenario.delta_gpus:+d} (it has {model_gpus} GPUs to remove; at most "
+                    f"{MAX_ADD_PER_FLEET_GPU}x the fleet's {fleet_gpus} GPUs can be added)"
+                )
+    t = scenario.idle_reclaim_h
+    if t is not None and not (math.isfinite(t) and 0 <= t <= max(window_h, 0)):
+        problems.append(
+            f"the reclaim time must be between 0 and {max(window_h, 0):g} hours (the replayed window), not {t:g}"
+        )
+    if not 0 <= scenario.idle_threshold <= 1:
+        problems.append(
+            f"the idle threshold must be between 0 and 1 (a share of busy time), not {scenario.idle_threshold:g}"
+        )
+    if problems:
+        raise ScenarioError("; ".join(problems))
+
+
 def for_dashboard(
     nodes: pl.DataFrame,
     stats: pl.DataFrame,
@@ -271,8 +324,10 @@ def for_dashboard(
 
     For one GPU model (the one picked): models never share GPUs, so the others' figures cannot change with
     it, and replaying only its jobs keeps the answer interactive (a week of a 1,000-GPU fleet: 22,000 jobs).
+    Raises ScenarioError (a ValueError) naming each input outside its bounds (`check`).
     """
     scenario = Scenario(model, delta_gpus, idle_reclaim_h)
+    check(scenario, nodes, start, end)  # against the whole fleet, before it is cut to the model
     if model:
         nodes, stats, fleet = (f.filter(pl.col("gpu_model") == model) for f in (nodes, stats, fleet))
     return scenario.describe(), whatif(nodes, stats, fleet, start, end, scenario)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import polars as pl
 from dash import Input, Output, State, dcc, html
@@ -174,10 +175,16 @@ def register(app, ctx) -> None:
     def run_whatif(_n, model, delta, idle_h, search):
         if ctx.whatif is None:
             return note("The what-if is not available in this app (it was started without the analytics).")
-        if delta is None or not float(delta).is_integer():
-            return note("GPUs to add must be a whole number (negative to remove).", "cap-wi-error")
-        if idle_h is not None and idle_h < 0:
-            return note("The reclaim time must be zero or more hours.", "cap-wi-error")
+        gpus = _number(delta)
+        if gpus is None or not gpus.is_integer():
+            return note(
+                f"GPUs to add must be a whole number (negative to remove), not {_shown(delta)}.", "cap-wi-error"
+            )
+        hours = _number(idle_h)
+        if idle_h not in (None, "") and hours is None:
+            return note(
+                f"The reclaim time must be a number of hours (empty: none), not {_shown(idle_h)}.", "cap-wi-error"
+            )
         f, _ = flt.parse(search, ctx.data.bounds())
         end = f.end_ts
         start = max(f.start_ts, end - dt.timedelta(days=WHATIF_DAYS))
@@ -188,7 +195,10 @@ def register(app, ctx) -> None:
         )
         nodes = ctx.data.frame("SELECT gpu_model, gpu_count FROM nodes")
         fleet = ctx.data.frame("SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ?", [start, end])
-        scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(delta), idle_h)
+        try:
+            scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(gpus), hours)
+        except ValueError as e:  # the what-if's bounds (analytics.whatif.check), each input with its allowed range
+            return note(f"Not run: {e}.", "cap-wi-error")
         shown = out.with_columns((pl.col("wait_p90_s") / 60).alias("wait_p90_min"))
         pivot = shown.filter(pl.col("gpu_model") == model) if model else shown
         return html.Div(
@@ -219,3 +229,19 @@ def register(app, ctx) -> None:
                 table("cap-wi-table", out),
             ]
         )
+
+
+def _number(value) -> float | None:
+    """A finite number from a form value (the browser sends a number or null; a hand-made request, anything)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        x = float(value)
+    except (ValueError, OverflowError):  # OverflowError: an int past float's range (10**400)
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + f"... ({len(text)} characters)"

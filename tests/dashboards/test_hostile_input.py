@@ -199,3 +199,60 @@ def test_every_page_and_the_filter_bar_take_dates_out_of_range(app, search):
     assert lo.isoformat() <= start <= end <= hi.isoformat()
     r = whatif(app, H100, 8, None, search)
     assert r.status_code == 200 and "jobs submitted" in r.get_data(as_text=True)
+
+
+# -- what-if inputs: a number, within what the fleet makes sensible, or a message naming it -------------------
+# The lake: 4 nodes x 4 GPUs (16), two of them H100 (8 GPUs); the range's last 7 days are replayed (168 h).
+RANGE = "?start=2026-10-03&end=2026-11-01"
+TOO_MANY = (
+    "GPUs to add must be between -8 and +64 for NVIDIA H100 80GB HBM3, not {:+d} (it has 8 GPUs to remove; "
+    "at most 4x the fleet's 16 GPUs can be added)"
+)
+
+
+@pytest.mark.parametrize(
+    "model,delta,idle_h,message",
+    [
+        (H100, "abc", None, "GPUs to add must be a whole number (negative to remove), not 'abc'."),
+        (H100, "8.5", None, "GPUs to add must be a whole number (negative to remove), not '8.5'."),
+        (H100, "nan", None, "GPUs to add must be a whole number (negative to remove), not 'nan'."),
+        (
+            H100,
+            10**400,
+            None,
+            f"GPUs to add must be a whole number (negative to remove), not 1{'0' * 29}... (401 characters).",
+        ),
+        (H100, True, None, "GPUs to add must be a whole number (negative to remove), not True."),
+        (H100, [8], None, "GPUs to add must be a whole number (negative to remove), not [8]."),
+        (H100, 8, "abc", "The reclaim time must be a number of hours (empty: none), not 'abc'."),
+        (H100, 8, "inf", "The reclaim time must be a number of hours (empty: none), not 'inf'."),
+        (H100, 10_000_000, None, "Not run: " + TOO_MANY.format(10_000_000) + "."),
+        (H100, 65, None, "Not run: " + TOO_MANY.format(65) + "."),
+        (H100, -9, None, "Not run: " + TOO_MANY.format(-9) + "."),
+        (H100, 8, -1, "Not run: the reclaim time must be between 0 and 168 hours (the replayed window), not -1."),
+        (
+            H100,
+            8,
+            1e300,
+            "Not run: the reclaim time must be between 0 and 168 hours (the replayed window), not 1e+300.",
+        ),
+        ("no such GPU", 8, None, "Not run: GPU model 'no such GPU' is not in this fleet (its nodes have: "),
+        (None, 8, None, "Not run: GPUs to add needs a GPU model."),
+    ],
+)
+def test_what_if_inputs_out_of_bounds_are_named_with_their_range(app, model, delta, idle_h, message):
+    """Before: 'abc' (delta or hours) was HTTP 500; 10,000,000 GPUs ran for ~90 s; -9 and unknown models ran."""
+    r = whatif(app, model, delta, idle_h, RANGE)
+    assert r.status_code == 200, r.data[:300]
+    out = r.json["response"]["cap-wi-out"]["children"]["props"]
+    assert out["id"] == "cap-wi-error" and out["children"].startswith(message), out["children"]
+
+
+@pytest.mark.parametrize(
+    "delta,idle_h,scenario", [(64, None, "+64 NVIDIA H100"), (-8, 168, "-8 NVIDIA H100"), ("8", "0", "+8")]
+)
+def test_what_if_inputs_at_their_bounds_run(app, delta, idle_h, scenario):
+    r = whatif(app, H100, delta, idle_h, RANGE)
+    assert (
+        r.status_code == 200 and scenario in r.get_data(as_text=True) and "cap-wi-error" not in r.get_data(as_text=True)
+    )
