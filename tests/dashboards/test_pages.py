@@ -132,6 +132,20 @@ def test_bad_url_values_are_named_not_a_traceback(dash_duo, dash_lake):
     open_page(dash_duo, "/nowhere", "", title="Not found")
 
 
+def test_dates_and_what_if_values_out_of_range_are_named_in_the_browser(dash_duo, dash_lake):
+    """Before: ?end=0001-01-01 was an HTTP 500 (an empty page), and 10,000,000 GPUs replayed for ~90 s."""
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/capacity", "?end=0001-01-01&model=" + H100.replace(" ", "+"))
+    assert "end 0001-01-01 is outside " in dash_duo.find_element("#url-problems").text
+    dash_duo.wait_for_element("#cap-demand")  # the page draws, on the clamped range
+    delta = dash_duo.find_element("#cap-wi-delta")
+    delta.clear()
+    delta.send_keys("10000000")
+    dash_duo.find_element("#cap-wi-run").click()
+    dash_duo.wait_for_contains_text("#cap-wi-error", "GPUs to add must be between -8 and +64 for " + H100)
+    assert dash_duo.get_logs() == []
+
+
 def test_the_what_if_replays_recent_demand(dash_duo, dash_lake):
     dash_duo.start_server(app_on(dash_lake))
     open_page(dash_duo, "/capacity", RANGE + "&model=" + H100.replace(" ", "+"))
