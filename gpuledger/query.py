@@ -1,7 +1,12 @@
 """The one DuckDB helper: every sql/ view loaded, parameters passed separately, a time limit, one result type.
 
-Used alike by the CLI, the dashboards and the tests. Read-only by construction: only SELECT and EXPLAIN
-statements run, so `gpuledger sql` can never write files or change the lake.
+Used alike by the CLI, the dashboards and the tests. Read-only, in two layers:
+- DuckDB itself: external access off with only the lake's folder allowed, extensions neither installed nor loaded,
+  and the configuration locked. Nothing outside the lake can be read or written, by any statement, and no setting
+  (these included) can be changed.
+- Inside the lake, DuckDB cannot tell a read from a write (allowed_directories grants both: with the lake allowed,
+  `COPY ... TO '<a lake file>'` rewrites it). So only SELECT runs, alone or under EXPLAIN [ANALYZE] (which runs the
+  statement it explains): COPY, EXPORT and ATTACH, the statements that name a file to write, never reach DuckDB.
 """
 
 from __future__ import annotations
@@ -22,7 +27,19 @@ from gpuledger.errors import QueryError
 from gpuledger.lake import has_data
 
 LAKE_VARIABLE = "gpuledger_lake"
-_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+# Extensions off before external access (a locked configuration with autoload on would still load one a query
+# names); the lake's folder is allowed before external access goes off (DuckDB refuses it after).
+_LOCKDOWN = (
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET allow_community_extensions = false",
+    "SET allowed_directories = $dirs",
+    "SET enable_external_access = false",
+    "SET lock_configuration = true",
+)
+# EXPLAIN's own words, before the statement it explains: ANALYZE, or options in parentheses; comments between.
+_GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+_EXPLAIN = re.compile(rf"^{_GAP}EXPLAIN\b(?:{_GAP}ANALYZE\b|{_GAP}\([^)]*\))*", re.I | re.S)
 
 _DUCK_TYPES = {
     pl.String: "VARCHAR",
@@ -124,6 +141,9 @@ class Lake:
             self.con.execute(f"SET VARIABLE {name} = ?", [value])
         self._files = sql_files()
         self._parser = duckdb.connect(":memory:")
+        for con, dirs in ((self.con, [str(self.root)]), (self._parser, [])):
+            for setting in _LOCKDOWN:
+                con.execute(setting, {"dirs": dirs} if "$dirs" in setting else None)
         # The views each one reads (a table's view reads files only).
         self._reads = {
             n: set() if n in schema.TABLES else self._used(re.split(r"\bVIEW\s+\w+\s+AS\b", t, maxsplit=1)[-1]) - {n}
@@ -179,10 +199,11 @@ class Lake:
         if not statements:
             raise QueryError("empty query")
         for s in statements:
-            if s.type not in _READ_ONLY:
+            kind = self._kind(s)
+            if kind != "SELECT":
                 raise QueryError(
-                    f"only read-only queries are allowed (SELECT, EXPLAIN); got a {s.type.name} statement: "
-                    f"{s.query.strip()[:80]}"
+                    f"only read-only queries are allowed (SELECT, or EXPLAIN [ANALYZE] of one); got a {kind} "
+                    f"statement: {s.query.strip()[:80]}"
                 )
         timer = threading.Timer(timeout_s, self.con.interrupt) if timeout_s else None
         if timer:
@@ -203,6 +224,8 @@ class Lake:
                     break
         except duckdb.InterruptException as e:
             raise QueryError(f"query stopped after the {timeout_s:g} s time limit") from e
+        except duckdb.PermissionException as e:
+            raise QueryError(f"refused: queries read the lake only (no other files, extensions or network): {e}") from e
         except duckdb.Error as e:
             raise QueryError(str(e).strip()) from e
         finally:
@@ -213,6 +236,19 @@ class Lake:
         if truncated:
             frame = frame.head(limit)
         return Result(columns, frame, truncated)
+
+    def _kind(self, statement) -> str:
+        """The statement's type, or for an EXPLAIN the type of the statement it explains (ANALYZE runs it)."""
+        if statement.type != duckdb.StatementType.EXPLAIN:
+            return statement.type.name
+        inner, found = _EXPLAIN.subn("", statement.query, count=1)
+        try:
+            (explained,) = self._parser.extract_statements(inner) if found else ()
+        except (duckdb.Error, ValueError):
+            explained = None
+        if explained is None or explained.type == duckdb.StatementType.EXPLAIN:
+            return "EXPLAIN of a statement that cannot be read apart"  # refused: unknown is not read-only
+        return explained.type.name
 
     def close(self) -> None:
         self.con.close()
