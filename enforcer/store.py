@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import datetime as dt
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,6 @@ import polars as pl
 
 from enforcer.decide import Table
 from enforcer.policies import IdleHold, TenantRow
-from gpuledger.atomic import ensure_dir
 from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 from gpuledger.spool import Spool
@@ -76,6 +74,10 @@ class AuditWriter:
     flush: at every second a busy day would be 86,400 files before `compact` merges them). On start, the replica
     replays what its own spool holds, and adopts the spools of replicas that are gone (a Deployment's pods get
     new names when they restart): each live replica holds a lock on its spool, so only orphans are taken.
+
+    A decision the spool cannot take (a full or read-only lake) raises, so the server counts it and still answers;
+    the writer counts them too and, at the first flush that can write, records how many and when in health_events
+    (kind `audit_unspooled`), so the gap in admission_decisions is in the lake, not only in a log.
     """
 
     def __init__(self, lake: Path, replica: str, cluster: str, flush_s: float = 30.0, sync_s: float = 1.0):
@@ -84,9 +86,11 @@ class AuditWriter:
         self.replica, self.cluster, self.flush_s, self.sync_s = replica, cluster, flush_s, sync_s
         root = self.lake / "_spool"
         self.spool = Spool(root / f"webhook-{replica}", f"webhook-{replica}", fsync=False)
-        self._lock_fd = _lock(self.spool.dir, blocking=False)
-        if self._lock_fd is None:
-            raise SpoolError(f"audit spool {self.spool.dir} is held by another running replica named {replica!r}")
+        self.spool.lock()  # raises naming the live replica (pid, host) that holds it
+        self._open = True
+        self.unspooled = 0  # decisions the spool could not take, since the start
+        self._lost: tuple[int, int, int, str] | None = None  # not yet in health_events: count, first/last ts, why
+        self._lost_lock = threading.Lock()
         self.recovered = self.spool.replay(self.writer) + self._adopt_orphans(root)
         self.spool.open()
         self._stop = threading.Event()
@@ -97,11 +101,13 @@ class AuditWriter:
         for d in sorted(root.glob("webhook-*")):
             if d == self.spool.dir or not d.is_dir():
                 continue
-            fd = _lock(d, blocking=False)
-            if fd is None:
+            orphan = Spool(d, d.name, fsync=False)
+            try:
+                orphan.lock()
+            except SpoolError:
                 continue  # a live replica's
             try:
-                n = Spool(d, d.name, fsync=False).replay(self.writer)
+                n = orphan.replay(self.writer)
                 rows += n
                 log.info("audit: replayed %d decision(s) left in %s by a replica that is gone", n, d)
                 if not any(d.glob("seg-*.wal")):  # all in the lake (a corrupt segment would be kept aside)
@@ -110,15 +116,23 @@ class AuditWriter:
                     with contextlib.suppress(OSError):
                         d.rmdir()  # not empty (corrupt/): kept for inspection
             finally:
-                os.close(fd)
+                orphan.close()
         return rows
 
     def start(self) -> None:
         self._thread.start()
 
     def put(self, row: dict) -> None:
+        """Spool one decision, or raise SpoolError (counted, and recorded in the lake at the next flush)."""
         # keep=row: the spool hands the rows back with the segment that holds them (one lock for both).
-        self.spool.append("admission_decisions", {k: [v] for k, v in row.items()}, keep=row)
+        try:
+            self.spool.append("admission_decisions", {k: [v] for k, v in row.items()}, keep=row)
+        except SpoolError as e:
+            with self._lost_lock:
+                self.unspooled += 1
+                n, first = (self._lost[0], self._lost[1]) if self._lost else (0, row["ts"])
+                self._lost = (n + 1, first, row["ts"], str(e))
+            raise
 
     def flush(self) -> int:
         """Everything appended so far into the lake; returns the rows written.
@@ -129,12 +143,47 @@ class AuditWriter:
         # A segment whose write failed earlier (a full or unwritable lake) is still on disk: replayed first.
         done = self.spool.replay(self.writer)
         rotated = self.spool.rotate()
-        if rotated is None:
-            return done
-        seg, rows = rotated
-        self.writer.write("admission_decisions", frame_from_rows("admission_decisions", rows), self.spool.name_of(seg))
-        self.spool.discard(seg)
-        return done + len(rows)
+        if rotated is not None:
+            seg, rows = rotated
+            name = self.spool.name_of(seg)
+            self.writer.write("admission_decisions", frame_from_rows("admission_decisions", rows), name)
+            self.spool.discard(seg)
+            done += len(rows)
+        self._record_unspooled()
+        return done
+
+    def _record_unspooled(self) -> None:
+        """One health_events row for the decisions the spool could not take since the last one recorded."""
+        with self._lost_lock:
+            lost, self._lost = self._lost, None
+        if lost is None:
+            return
+        n, first, last, why = lost
+        span = [
+            dt.datetime.fromtimestamp(t / 1e6, dt.timezone.utc).isoformat(timespec="seconds") for t in (first, last)
+        ]
+        detail = f"{n} admission decision(s) from {span[0]} to {span[1]} could not be spooled, not in the audit: {why}"
+        event = {
+            "ts": last,
+            "cluster": self.cluster,
+            "node": self.replica,
+            "gpu_uuid": None,
+            "kind": "audit_unspooled",
+            "code": n,
+            "detail": detail,
+            "source": "enforcer",
+        }
+        try:
+            # Named after the last lost decision's time, so the name is new for each report.
+            self.writer.write(
+                "health_events", frame_from_rows("health_events", [event]), f"{self.spool.writer}-lost-{last}"
+            )
+        except BaseException:
+            with self._lost_lock:  # the lake cannot take it either: merged into the next report
+                later = self._lost
+                self._lost = lost if later is None else (n + later[0], first, later[2], later[3])
+            raise
+        log.error("audit: %s", detail)
 
     def _run(self) -> None:
         next_flush = time.monotonic() + self.flush_s
@@ -149,24 +198,13 @@ class AuditWriter:
 
     def close(self) -> None:
         """Flush everything to the lake and let go of the spool; a second call does nothing."""
-        if self._lock_fd is None:
+        if not self._open:
             return
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(10)
-        self.flush()
-        self.spool.close()
-        os.close(self._lock_fd)
-        self._lock_fd = None
-
-
-def _lock(directory: Path, blocking: bool) -> int | None:
-    """An exclusive flock on `directory`/LOCK (created), held while the fd stays open; None if taken."""
-    ensure_dir(directory)
-    fd = os.open(directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+        try:
+            self.flush()
+        finally:
+            self.spool.close()
+            self._open = False
