@@ -1,14 +1,18 @@
 """Cost: GPU-hours priced by the rate card, per UTC day, tenant and GPU model, plus the idle capacity line.
 
-Rules (each has a hand-computed test in tests/analytics/test_cost.py):
-- Allocation intervals are split at UTC midnight and clipped to the reporting period; each day's piece is
-  priced at the rate in effect that day (rates change at midnight: `effective_from` is a date).
+cost_daily is cost_allocation (analytics/cost_allocation.py, the FOCUS export's rows) regrouped per tenant and day,
+with the GPUs' idle rows shared back, so every cost figure comes from one pricing and one definition of idle time.
+The pieces both use live here. Rules (hand-computed tests in tests/analytics/test_cost.py and
+tests/finops/test_cost_totals.py):
+- Allocation intervals are split at UTC midnight and clipped to the reporting period; each piece is priced at the
+  rate in effect while it was held (a rate can change at any instant).
 - A share of a GPU is priced by its share: half a GPU for an hour is 0.5 GPU-hours; a 1g MIG slice 1/7.
 - Methods: `request` prices what was allocated; `max` prices max(allocated, used) per job, GPU and hour as in
   the OpenCost specification, where a job's use of a GPU in an hour is the GPU's busy fraction times the job's
   part of the shares on that GPU in that hour (so co-located jobs split what they used).
-- Idle capacity: fleet GPU-hours not allocated, priced at the same rates. Share-back policies: `none` (an idle
-  line with no tenant), `proportional` (to tenants by their cost that day and model), `platform` (to one tenant).
+- Idle capacity: each GPU's reported hours that no job held, priced at the same rates. Share-back policies: `none`
+  (an idle line with no tenant), `proportional` (to tenants by their cost that day and model), `platform` (to one
+  tenant).
 - A GPU model with no rate is reported (`unpriced_models`), never priced at zero.
 
 Rate card models match a GPU model by exact name first, else by the longest rate name that appears as words in
@@ -75,112 +79,45 @@ def split_days(allocs: pl.LazyFrame, start: dt.datetime, end: dt.datetime) -> pl
     )
 
 
-def _rate_models(frame: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
-    models = frame.select("gpu_model").unique().collect()["gpu_model"].to_list()
-    keys = rates["rate_model"].unique().to_list()
-    mapping = pl.DataFrame(
-        {"gpu_model": models, "rate_model": [match_model(m, keys) for m in models]},
-        schema={"gpu_model": pl.String, "rate_model": pl.String},
-    )
-    return frame.join(mapping.lazy(), on="gpu_model", how="left")
-
-
-def _priced(pieces: pl.LazyFrame, rates: pl.DataFrame) -> pl.LazyFrame:
-    """Price each piece by every rate in effect during it: a price that changes at 12:00 prices the morning at
-    the old rate and the afternoon at the new one. A piece's GPU-equivalents (gpu_hours / its length) times
-    the overlap with each rate's interval times that price. Time before a model's first rate is unpriced: its
-    cost is null, never zero."""
-    hours = (pl.col("piece_end") - pl.col("piece_start")).dt.total_microseconds() / 3.6e9
-    p = _rate_models(pieces, rates).with_columns(
-        pl.int_range(pl.len()).alias("_piece"), (pl.col("gpu_hours") / hours).alias("_gpus")
-    )
-    overlap_h = (
-        pl.min_horizontal("piece_end", "rate_to") - pl.max_horizontal("piece_start", "rate_from")
-    ).dt.total_microseconds().clip(lower_bound=0) / 3.6e9
-    costed = (
-        p.join(rates.lazy(), on="rate_model", how="left")
-        # min/max_horizontal skip nulls, so a model without a rate must be zeroed explicitly, not left to them.
-        .with_columns(pl.when(pl.col("rate_from").is_not_null()).then(overlap_h).otherwise(0.0).alias("_h"))
-        .group_by("_piece")
-        .agg(
-            (pl.col("_h") * pl.col("_gpus") * pl.col("usd_per_gpu_hour")).sum().alias("_cost"),
-            (pl.col("_h") * pl.col("_gpus")).sum().alias("_priced_h"),
-        )
-    )
-    return (
-        p.join(costed, on="_piece", how="left")
-        .with_columns(
-            pl.when(pl.col("_priced_h") >= pl.col("gpu_hours") * (1 - 1e-9)).then(pl.col("_cost")).alias("cost_usd")
-        )
-        .drop("_piece", "_gpus", "_cost", "_priced_h")
-    )
-
-
 def cost_daily(
-    allocs: pl.LazyFrame,
-    capacity: pl.LazyFrame,
-    rates: Iterable[Rate],
-    start: dt.datetime,
-    end: dt.datetime,
-    idle_policy: str = "proportional",
-    platform_tenant: str | None = None,
-    usage: pl.LazyFrame | None = None,
-    method: str = "request",
+    allocation: pl.DataFrame, idle_policy: str = "proportional", platform_tenant: str | None = None
 ) -> tuple[pl.DataFrame, list[str]]:
     """Per (cluster, date, tenant, gpu_model): gpu_hours, cost_usd, idle_share_usd; and the unpriced models.
 
-    `capacity`: (cluster, date, gpu_model, gpu_hours) the fleet could give. `usage` (method max): (gpu_uuid,
-    hour, busy_ratio) per GPU-hour, e.g. from gpu_hourly.
+    `allocation` is the cost_allocation table (analytics/cost_allocation.py): jobs' rows (job_id set) and each GPU's
+    idle row per charge period. cost_daily only regroups them and shares the idle rows back, so that its totals, and
+    every view and page built on it, are the FOCUS export's to the cent: the GPU time and idle capacity are defined
+    in one place.
     """
     if idle_policy not in ("none", "proportional", "platform"):
         raise ValueError(f"idle_policy must be none, proportional or platform, got {idle_policy!r}")
     if idle_policy == "platform" and not platform_tenant:
         raise ValueError("idle_policy platform needs the tenant that carries idle cost")
-    rf = rate_frame(rates)
-    pieces = split_days(allocs, start, end)
-    if method == "max" and usage is not None:
-        pieces = _max_of_request_and_use(pieces, usage, start, end)
-    elif method not in ("request", "max"):
-        raise ValueError(f"method must be request or max, got {method!r}")
-    priced = (
-        _priced(pieces, rf)
-        .group_by("cluster", "date", "tenant", "gpu_model")
-        .agg(
-            pl.col("gpu_hours").sum(),
-            pl.when(pl.col("cost_usd").is_not_null().all()).then(pl.col("cost_usd").sum()).alias("cost_usd"),
-        )
-        .collect()
-    )
-    unpriced = sorted({m for m in priced.filter(pl.col("cost_usd").is_null())["gpu_model"] if m})
-    alloc_by_model = priced.group_by("cluster", "date", "gpu_model").agg(
-        pl.col("gpu_hours").sum().alias("allocated"), pl.col("cost_usd").sum().alias("model_cost")
-    )
-    # Idle capacity is priced at the day's time-weighted rate (one GPU priced over the whole day, / 24).
-    cap = capacity.filter(pl.col("date").is_between(start.date(), (end - dt.timedelta(microseconds=1)).date()))
-    day_start = pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-    day_rate = _priced(
-        cap.select("cluster", "date", "gpu_model")
-        .unique()
-        .with_columns(
-            day_start.alias("piece_start"),
-            (day_start + pl.duration(days=1)).alias("piece_end"),
-            pl.lit(24.0).alias("gpu_hours"),
-        ),
-        rf,
-    ).select("cluster", "date", "gpu_model", (pl.col("cost_usd") / 24).alias("usd_per_gpu_hour"))
-    idle = (
-        cap.join(day_rate, on=["cluster", "date", "gpu_model"], how="left")
-        .collect()
-        .join(alloc_by_model, on=["cluster", "date", "gpu_model"], how="left")
-        .with_columns((pl.col("gpu_hours") - pl.col("allocated").fill_null(0)).clip(lower_bound=0).alias("idle_hours"))
-        .with_columns((pl.col("idle_hours") * pl.col("usd_per_gpu_hour")).alias("idle_usd"))
-    )
-    unpriced = sorted(set(unpriced) | {m for m in idle.filter(pl.col("usd_per_gpu_hour").is_null())["gpu_model"] if m})
-    out = priced.select("cluster", "date", "tenant", "gpu_model", "gpu_hours", "cost_usd")
     key = ["cluster", "date", "gpu_model"]
+    priced_all = pl.col("cost_usd").is_not_null().all()
+    out = (
+        allocation.filter(pl.col("job_id").is_not_null())
+        .group_by(*key, "tenant")
+        .agg(pl.col("gpu_hours").sum(), pl.when(priced_all).then(pl.col("cost_usd").sum()).alias("cost_usd"))
+        .select("cluster", "date", "tenant", "gpu_model", "gpu_hours", "cost_usd")
+    )
+    # A job on a GPU nobody named has no idle row, so it never reduces another GPU's idle time.
+    idle = (
+        allocation.filter(pl.col("job_id").is_null() & pl.col("gpu_uuid").is_not_null())
+        .group_by(key)
+        .agg(
+            pl.col("gpu_hours").sum().alias("idle_hours"),
+            pl.when(priced_all).then(pl.col("cost_usd").sum()).alias("idle_usd"),
+        )
+    )
+    unpriced = sorted(
+        {m for m in out.filter(pl.col("cost_usd").is_null())["gpu_model"] if m}
+        | {m for m in idle.filter(pl.col("idle_usd").is_null())["gpu_model"] if m}
+    )
+    alloc_by_model = out.group_by(key).agg(pl.col("cost_usd").sum().alias("model_cost"))
     if idle_policy == "proportional":
-        shares = out.join(idle.select(*key, "idle_usd"), on=key, how="left").join(
-            alloc_by_model.select(*key, "model_cost"), on=key, how="left"
+        shares = out.join(idle.select(*key, "idle_usd"), on=key, how="left", nulls_equal=True).join(
+            alloc_by_model, on=key, how="left", nulls_equal=True
         )
         out = shares.with_columns(
             pl.when(pl.col("model_cost") > 0)
@@ -190,7 +127,7 @@ def cost_daily(
             .alias("idle_share_usd")
         ).drop("idle_usd", "model_cost")
         # A day and model with idle capacity but no allocation at all has nobody to share it with.
-        orphan = idle.join(alloc_by_model.select(key), on=key, how="anti")
+        orphan = idle.join(alloc_by_model.select(key), on=key, how="anti", nulls_equal=True)
         out = pl.concat([out, _idle_rows(orphan, None)], how="diagonal_relaxed")
     else:
         out = out.with_columns(pl.lit(0.0).alias("idle_share_usd"))
@@ -251,13 +188,19 @@ def energy_daily(alloc_hours: pl.LazyFrame, hourly: pl.LazyFrame, usd_per_kwh: f
     """Energy per (cluster, date, tenant, gpu_model): each GPU-hour's measured energy, split by the shares held.
 
     A job holding share s of a GPU for a fraction f of an hour in which the GPU used E Wh is charged E x s x f
-    (its gpu_hours in that hour times E); energy_usd = kWh x `usd_per_kwh`.
+    (its gpu_hours in that hour times E); energy_usd = kWh x `usd_per_kwh`. The GPU model is the one telemetry
+    reports for the GPU, as in cost_allocation, so the rows join cost_daily's.
     """
     return (
-        alloc_hours.join(hourly.select("gpu_uuid", "hour", "energy_wh"), on=["gpu_uuid", "hour"], how="inner")
+        alloc_hours.join(
+            hourly.select("gpu_uuid", "hour", "energy_wh", pl.col("model").alias("_seen")),
+            on=["gpu_uuid", "hour"],
+            how="inner",
+        )
         .with_columns(
             (pl.col("energy_wh") * pl.col("gpu_hours") / 1000).alias("energy_kwh"),
             pl.col("hour").dt.date().alias("date"),
+            pl.coalesce("_seen", "gpu_model").alias("gpu_model"),
         )
         .group_by("cluster", "date", "tenant", "gpu_model")
         .agg(pl.col("energy_kwh").sum())

@@ -5,13 +5,15 @@ This is the grain of the FOCUS export (sql/focus_cost.sql): one *origin charge* 
 
 - **Charge period**: a UTC day, cut where the GPU model's rate changes (rates change at any instant), so each
   period has a single unit price and every allocated charge of it carries that same price.
-- **Origin**: the GPU's GPU-hours in the period = max(hours the GPU reported in, GPU-hours charged to jobs on
-  it): a GPU whose telemetry had a gap while a job held it is still charged for the job.
+- **Origin**: the GPU's GPU-hours in the period, hour by hour: a whole hour for each hour it reported in, plus the
+  GPU-hours charged to jobs in the hours it did not report (a GPU whose telemetry had a gap, or had not started yet,
+  while a job held it is still charged for the job, and the hours it reported idle stay idle).
 - **A job's row**: its GPU-hours on the GPU in the period: share x time (method `request`), or per hour
   max(share, used) as OpenCost does (method `max`, the same rule as analytics/cost.py). A MIG slice is a row
   of its parent GPU (1/7 of it for a 1g slice), with the slice in `slice_uuid`.
-- **Idle row**: origin - the jobs' rows, with no job; one per origin, 0 when the jobs held all of it (the FOCUS view
-  rounds quantities to 1e-9 GPU-hours and puts the rounding remainder there, so the split sums stay exact).
+- **Idle row**: origin - the jobs' rows (= the reported hours no job held), with no job; one per origin, 0 when the
+  jobs held all of it (the FOCUS view rounds quantities to 1e-9 GPU-hours and puts the rounding remainder there, so
+  the split sums stay exact).
 - A job whose GPU nobody knows (no `gpu_uuid`) has no origin to be split from: its rows have a null GPU.
 - A model without a rate is never priced at zero: its price and cost are null (the export refuses it).
 
@@ -180,7 +182,11 @@ def cost_allocation(
     )
     key = ["cluster", "gpu_uuid", "period_start"]
     on_gpus = jobs.filter(pl.col("gpu_uuid").is_not_null())
-    charged = on_gpus.group_by(key).agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
+    charged = (
+        on_gpus.group_by(key)
+        .agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
+        .join(_charged_while_reporting(pieces, periods, cap), on=key, how="left")
+    )
     origin_cols = ["period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node"]
     origins = (
         pl.concat(
@@ -194,9 +200,14 @@ def cost_allocation(
         .join(reported.select(*key, "reported_h"), on=key, how="left")
         .join(charged, on=key, how="left")
         .with_columns(
-            pl.max_horizontal(pl.col("reported_h").fill_null(0.0), pl.col("_jobs_h").fill_null(0.0)).alias(
-                "origin_gpu_hours"
-            )
+            # Hour by hour, max(reported, held): the reported hours plus what jobs held outside them. The outer max
+            # only matters for shares summing above one GPU (an over-committed GPU is charged what was held).
+            pl.max_horizontal(
+                pl.col("reported_h").fill_null(0.0)
+                + pl.col("_jobs_h").fill_null(0.0)
+                - pl.col("_jobs_reported_h").fill_null(0.0),
+                pl.col("_jobs_h").fill_null(0.0),
+            ).alias("origin_gpu_hours")
         )
     )
     idle = origins.with_columns((pl.col("origin_gpu_hours") - pl.col("_jobs_h").fill_null(0.0)).alias("gpu_hours"))
@@ -237,6 +248,39 @@ def cost_allocation(
             "date",
         )
         .sort("period_start", "gpu_uuid", "job_id", nulls_last=True)
+    )
+
+
+def _charged_while_reporting(pieces: pl.LazyFrame, periods: pl.DataFrame, cap: pl.LazyFrame) -> pl.DataFrame:
+    """Per (cluster, gpu_uuid, period_start): the jobs' GPU-hours on the physical GPU within the hours it reported
+    in. Reported hours are taken as runs of consecutive hours, so a GPU that reports steadily is one interval."""
+    runs = (
+        cap.select("cluster", "gpu_uuid", "_s", "_e")
+        .unique()
+        .sort("cluster", "gpu_uuid", "_s")
+        .with_columns(
+            (pl.col("_s") != pl.col("_e").shift(1).over("cluster", "gpu_uuid"))
+            .fill_null(True)
+            .cum_sum()
+            .over("cluster", "gpu_uuid")
+            .alias("_run")
+        )
+        .group_by("cluster", "gpu_uuid", "_run")
+        .agg(pl.col("_s").min().alias("_rs"), pl.col("_e").max().alias("_re"))
+    )
+    held = _in_periods(
+        pieces.filter(pl.col("resource_uuid").is_not_null()), periods, "gpu_model", "piece_start", "piece_end"
+    ).with_columns(
+        pl.max_horizontal("piece_start", "period_start").alias("_hs"),
+        pl.min_horizontal("piece_end", "period_end").alias("_he"),
+    )
+    return (
+        held.join(runs, left_on=["cluster", "resource_uuid"], right_on=["cluster", "gpu_uuid"], how="inner")
+        .with_columns(_overlap_h("_hs", "_he", "_rs", "_re").alias("_in_run_h"))
+        .group_by("cluster", "resource_uuid", "period_start")
+        .agg((pl.col("_gpus") * pl.col("_in_run_h")).sum().alias("_jobs_reported_h"))
+        .rename({"resource_uuid": "gpu_uuid"})
+        .collect()
     )
 
 

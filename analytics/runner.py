@@ -89,16 +89,6 @@ def _allocations_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
     return allocations(jobs, now, pods).collect()
 
 
-def _capacity(lake: Path) -> pl.LazyFrame:
-    """GPU-hours the fleet could give, per day and model: one per physical GPU and hour it reported in."""
-    return (
-        scan(lake, "gpu_hourly")
-        .filter(pl.col("parent_gpu_uuid").is_null())
-        .group_by("cluster", "date", pl.col("model").alias("gpu_model"))
-        .agg(pl.len().cast(pl.Float64).alias("gpu_hours"))
-    )
-
-
 def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     stats = _stats(lake, now)
     first = stats.select(pl.col("submitted_at").min()).collect().item()
@@ -125,16 +115,14 @@ def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 
 
 def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+    """cost_allocation, as just written this run, per tenant and day with idle capacity shared back: one pricing and
+    one idle time for every cost figure (cost_daily and the FOCUS export agree to the cent)."""
     allocs = _allocations(lake, now)
-    first = allocs.select(pl.col("start").min()).collect().item()
-    if first is None:
+    allocation = scan(lake, "cost_allocation").collect()
+    if allocation.is_empty():
         return pl.LazyFrame(schema=schema.table("cost_daily").polars_schema).drop("date")
-    start = dt.datetime.combine(first.date(), dt.time(), dt.timezone.utc)
     a = cfg.analytics
-    usage = scan(lake, "gpu_hourly").select("gpu_uuid", "hour", "busy_ratio")
-    out, unpriced = cost_daily(
-        allocs, _capacity(lake), cfg.rates, start, now, a.idle_policy, a.platform_tenant or None, usage, a.cost_method
-    )
+    out, unpriced = cost_daily(allocation, a.idle_policy, a.platform_tenant or None)
     if unpriced:
         log.warning(
             "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
@@ -221,8 +209,8 @@ WHOLE = {
         cfg.analytics.waste_threshold_pct,
         cfg.analytics.waste_window_h,
     ),
-    "cost_daily": _cost,
     "cost_allocation": _cost_allocation,
+    "cost_daily": _cost,  # cost_allocation regrouped, so after it
     "job_stats": _job_stats,
     "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
     "fleet_hourly": lambda lake, now, cfg: fleet_hourly(scan(lake, "gpu_hourly"), scan(lake, "queue_depth")),

@@ -410,7 +410,7 @@ COST_ALLOCATION = Table(
         _c("gpu_model", pl.String, "GPU model"),
         _c("rate_model", pl.String, "the rate card entry that prices it; null when none matches"),
         _c("usd_per_gpu_hour", pl.Float64, "the rate in effect for the whole period; null when unpriced"),
-        _c("origin_gpu_hours", pl.Float64, "the GPU's GPU-hours in the period: max(hours reported, hours charged)"),
+        _c("origin_gpu_hours", pl.Float64, "the GPU's time in the period: hours reported + GPU-hours held unreported"),
         _c("gpu_hours", pl.Float64, "this row's GPU-hours (the job's charged time, or the idle remainder)"),
         _c("cost_usd", pl.Float64, "gpu_hours x usd_per_gpu_hour; null when unpriced"),
         _c(

@@ -15,7 +15,7 @@ SELECT
     gpu_model,                                               -- VARCHAR: GPU model
     rate_model,                                              -- VARCHAR: the rate card entry that prices it; null when none matches
     usd_per_gpu_hour,                                        -- DOUBLE: the rate in effect for the whole period; null when unpriced
-    origin_gpu_hours,                                        -- DOUBLE: the GPU's GPU-hours in the period: max(hours reported, hours charged)
+    origin_gpu_hours,                                        -- DOUBLE: the GPU's time in the period: hours reported + GPU-hours held unreported
     gpu_hours,                                               -- DOUBLE: this row's GPU-hours (the job's charged time, or the idle remainder)
     cost_usd,                                                -- DOUBLE: gpu_hours x usd_per_gpu_hour; null when unpriced
     charge_gpu_hours,                                        -- DECIMAL(18,9): gpu_hours as an exact decimal; the idle row takes the rounding remainder, so a GPU's rows of a period sum exactly to origin_charge_gpu_hours
