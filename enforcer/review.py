@@ -20,6 +20,7 @@ KIND = "AdmissionReview"
 # The API server caps an object at ~1.5 MiB in etcd and a request body at 3 MiB; a review carries object and
 # oldObject, so twice that is the most a real one holds.
 MAX_BODY_BYTES = 6 * 1024 * 1024
+MAX_INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default: int() of a longer string raises
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 WARNING_MAX_CHARS = 120
 WARNINGS_TOTAL_CHARS = 4096
@@ -49,9 +50,11 @@ def parse(body: bytes) -> Review:
     if len(body) > MAX_BODY_BYTES:
         raise ReviewError(413, f"request body of {len(body):,} bytes is over the {MAX_BODY_BYTES:,}-byte limit")
     try:
-        doc = json.loads(body)
+        doc = json.loads(body, parse_int=_json_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ReviewError(400, f"request body is not JSON: {e}") from None
+    except RecursionError:  # the parser recurses once per level: ~1,000 levels exhaust Python's stack limit
+        raise ReviewError(400, "request body: JSON nested too deeply to read (no AdmissionReview is)") from None
     if not isinstance(doc, dict):
         raise ReviewError(400, "request body: expected an AdmissionReview object")
     if doc.get("apiVersion") != API_VERSION:
@@ -92,6 +95,14 @@ def parse(body: bytes) -> Review:
         obj=obj,
         labels=labels,
     )
+
+
+def _json_int(digits: str) -> int:
+    """A JSON integer, refused past Python's 4,300-digit limit with a 400 (int() would raise a ValueError that read
+    as a bug); Kubernetes' own integers have at most 19 digits, and the workload's counts are bounded there."""
+    if len(digits) > MAX_INT_DIGITS:
+        raise ReviewError(400, f"request body: an integer of {len(digits):,} digits (no Kubernetes field takes one)")
+    return int(digits)
 
 
 def _review(response: dict) -> dict:

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from enforcer.decide import Recent, Settings, Table, decide, table_state
+from enforcer.decide import Outcome, Recent, Settings, Table, decide, table_state
 from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
 from enforcer.store import AuditWriter
 
@@ -120,11 +120,11 @@ class Webhook:
         try:
             with self._lock:
                 o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate, self.namespaces)
-        except Exception:  # a bug must not block the API server: admit, say so, count it, log it
+        except Exception:  # a bug must not block the API server: admit, say so, count it, log it, audit it
             log.exception("enforcer: could not decide on %s %s/%s (uid %s)", r.kind, r.namespace, r.name, r.uid)
             self.bad_requests.labels("internal").inc()
             msg = "gpuledger could not check this workload (an internal error, logged): admitted unchecked"
-            return JSONResponse(allow(r.uid, [msg]))
+            o = Outcome(allow(r.uid, [msg]), "warn", "internal-error", None, msg, None, None, 0.0)
         latency = time.perf_counter() - t0
         # /mutate is called for the same objects as /validate: it is counted and audited only when fair share did
         # something, so each workload is one decision.

@@ -23,6 +23,10 @@ GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-1g.10gb: one MIG slice of that profile
 MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
 _WHOLE = re.compile(r"^\+?[0-9]+$")
+# What Kubernetes can hold: a quantity is at most an int64, a pod count (parallelism, replicas, count) an int32.
+# Past these a request cannot come from the API server, and the arithmetic on them (floats) would overflow.
+MAX_QUANTITY = 2**63 - 1
+MAX_PODS = 2**31 - 1
 
 
 class AskError(ValueError):
@@ -80,21 +84,33 @@ def quantity(value, where: str) -> int:
     if isinstance(value, int):
         n = value
     elif isinstance(value, str) and _WHOLE.match(value.strip()):
-        n = int(value.strip())
+        digits = value.strip().lstrip("+").lstrip("0")
+        # int() of more than 4,300 digits raises, and of fewer is still more than any quantity: refused unread
+        n = MAX_QUANTITY + 1 if len(digits) > len(str(MAX_QUANTITY)) else int(digits or "0")
     elif isinstance(value, float) and value.is_integer():
         n = int(value)
     else:
-        raise AskError(f"{where}: {value!r} is not a whole number of GPUs (GPUs cannot be split by quantity)")
+        raise AskError(f"{where}: {_short(value)} is not a whole number of GPUs (GPUs cannot be split by quantity)")
     if n < 0:
-        raise AskError(f"{where}: {value!r} is negative")
+        raise AskError(f"{where}: {_short(value)} is negative")
+    if n > MAX_QUANTITY:
+        raise AskError(f"{where}: {_short(value)} is more GPUs than a Kubernetes quantity holds ({MAX_QUANTITY:,})")
     return n
+
+
+def _short(value) -> str:
+    """The value as the message shows it: a 5,000-digit one is cut, and says how long it was."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
 
 
 def _count(value, where: str, default: int = 1) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise AskError(f"{where}: {value!r} is not a count of pods")
+        raise AskError(f"{where}: {_short(value)} is not a count of pods")
+    if value > MAX_PODS:
+        raise AskError(f"{where}: {_short(value)} is more pods than Kubernetes counts ({MAX_PODS:,})")
     return value
 
 

@@ -605,6 +605,7 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     import uvicorn
     from apscheduler.schedulers.background import BackgroundScheduler
 
+    from enforcer.connections import server_config
     from enforcer.server import Webhook, create_app
     from enforcer.store import AuditWriter, load_table
 
@@ -660,15 +661,7 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
         audit.close()
 
     try:
-        uvicorn.run(
-            create_app(hook, on_stop=stop),
-            host=host,
-            port=port,
-            ssl_certfile=cert,
-            ssl_keyfile=key,
-            log_level="warning",
-            timeout_graceful_shutdown=5,  # the API server keeps connections open; do not wait on them forever
-        )
+        uvicorn.Server(server_config(create_app(hook, on_stop=stop), host, port, cert, key)).run()
     finally:
         if sched.running:
             stop()

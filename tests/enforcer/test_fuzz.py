@@ -1,11 +1,14 @@
-"""Fuzz the webhook endpoint (hypothesis, 10,000 cases): no crash, no 500, no hang; every answer is a valid
-AdmissionReview for the request's uid, or a 4xx with an error. In process (starlette's TestClient): TLS is
-tested in test_server_tls.py; this is about what the handler does with anything a client can send."""
+"""Fuzz the webhook endpoint (hypothesis, 10,000 cases, and the hostile bodies probing found): no crash, no 500,
+no hang; every answer is a valid AdmissionReview for the request's uid, or a 4xx with an error, and every
+AdmissionReview /validate answers is audited. In process (starlette's TestClient): TLS is tested in
+test_server_tls.py, slow clients in test_connections.py; this is about what the handler does with anything a
+client can send."""
 
 import datetime as dt
 import json
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -15,9 +18,25 @@ from enforcer.policies import TenantRow
 from enforcer.server import Webhook, create_app
 
 NOW = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+
+
+class Audit:
+    """The audit writer's interface, keeping the rows in memory."""
+
+    replica = "fuzz"
+
+    def __init__(self):
+        self.rows = []
+
+    def put(self, row: dict) -> None:
+        self.rows.append(row)
+
+
+AUDIT = Audit()
 HOOK = Webhook(
     Settings({"ns": "t"}),
     Table({("t", None): TenantRow("t", None, 3, 8, budget_usd=100, spent_usd=90, fairshare=0.4)}, NOW),
+    AUDIT,
     clock=lambda: NOW,
 )
 CLIENT = TestClient(create_app(HOOK))
@@ -27,9 +46,11 @@ junk = st.recursive(
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
     max_leaves=12,
 )
+huge = st.integers(2**31 - 2, 10**4299) | st.integers(-(10**4299), -(2**63))  # past int32 and int64, to 4,300 digits
 quantity = st.one_of(
     st.integers(-5, 64),
-    st.sampled_from(["1", "2", "1.5", "500m", "abc", "", " 3 ", "-1", "1e3"]),
+    huge,
+    st.sampled_from(["1", "2", "1.5", "500m", "abc", "", " 3 ", "-1", "1e3", "9" * 401, "9" * 5001, "0" * 500 + "2"]),
     st.floats(allow_nan=False, allow_infinity=False),
     junk,
 )
@@ -61,10 +82,10 @@ obj = st.one_of(
             "spec": st.fixed_dictionaries(
                 {},
                 optional={
-                    "parallelism": st.integers(-3, 9) | junk,
+                    "parallelism": st.integers(-3, 9) | huge | junk,
                     "template": template | junk,
                     "replicatedJobs": st.lists(
-                        st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 4) | junk, "template": junk}),
+                        st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 4) | huge, "template": junk}),
                         max_size=2,
                     )
                     | junk,
@@ -114,12 +135,14 @@ review = st.one_of(
 )
 @given(review, st.sampled_from(["/validate", "/mutate"]))
 def test_every_answer_is_a_review_or_a_4xx(doc, path):
+    audited = len(AUDIT.rows)
     r = CLIENT.post(path, content=json.dumps(doc))
     assert r.status_code in (200, 400, 413), r.text
     body = r.json()
     if r.status_code != 200:
         assert isinstance(body["error"], str) and body["error"]
         return
+    assert path == "/mutate" or len(AUDIT.rows) == audited + 1, "a /validate answer was not audited"
     assert body["apiVersion"] == "admission.k8s.io/v1" and body["kind"] == "AdmissionReview"
     resp = body["response"]
     assert resp["uid"] == doc["request"]["uid"] and isinstance(resp["allowed"], bool)
@@ -130,6 +153,62 @@ def test_every_answer_is_a_review_or_a_4xx(doc, path):
     assert not any("internal error" in w for w in resp.get("warnings", [])), resp
     if "patch" in resp:
         assert path == "/mutate" and resp["patchType"] == "JSONPatch"
+
+
+def review_body(kind: str, obj: str) -> str:
+    """An AdmissionReview around `obj`, given as JSON text (so it can hold numbers json.dumps would refuse)."""
+    head = '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u-h", '
+    return head + f'"kind": {{"kind": "{kind}"}}, "namespace": "ns", "object": {obj}}}}}'
+
+
+def pod_with_gpus(q: str) -> str:
+    return f'{{"spec": {{"containers": [{{"name": "c", "resources": {{"limits": {{"nvidia.com/gpu": {q}}}}}}}]}}}}'
+
+
+# Hostile bodies probing found (each gave an HTTP 500, or "admitted unchecked" with no audit row): the status
+# expected, and for AdmissionReviews the words of the denial.
+HOSTILE = {
+    "1,500 levels of lists": ("[" * 1500 + "]" * 1500, 400, "nested too deeply"),
+    "1,500 levels of objects": ('{"a":' * 1500 + "1" + "}" * 1500, 400, "nested too deeply"),
+    "a top-level integer of 4,301 digits": ("7" * 4301, 400, "an integer of 4,301 digits"),
+    "a 5,001-digit integer inside": (review_body("Pod", pod_with_gpus("9" * 5001)), 400, "5,001 digits"),
+    "a GPU quantity of 401 digits": (review_body("Pod", pod_with_gpus('"' + "9" * 401 + '"')), 200, "more GPUs"),
+    "a GPU quantity of 5,001 digits": (review_body("Pod", pod_with_gpus('"' + "9" * 5001 + '"')), 200, "more GPUs"),
+    "a 401-digit integer GPU quantity": (review_body("Pod", pod_with_gpus("9" * 401)), 200, "more GPUs"),
+    "an int64-and-one GPU quantity": (review_body("Pod", pod_with_gpus(str(2**63))), 200, "more GPUs"),
+    "a GPU quantity of 1e400": (review_body("Pod", pod_with_gpus("1e400")), 200, "not a whole number"),
+    "parallelism 10**400": (
+        review_body("Job", '{"spec": {"parallelism": 1' + "0" * 400 + ', "template": ' + pod_with_gpus('"1"') + "}}"),
+        200,
+        "more pods than Kubernetes counts",
+    ),
+    "JobSet replicas 2**31": (
+        review_body(
+            "JobSet",
+            '{"spec": {"replicatedJobs": [{"replicas": 2147483648, "template": {"spec": {"template": '
+            + pod_with_gpus("1")
+            + "}}}]}}",
+        ),
+        200,
+        "more pods than Kubernetes counts",
+    ),
+}
+
+
+@pytest.mark.parametrize("body,status,words", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_bodies_get_a_4xx_or_an_audited_denial(body, status, words):
+    audited = len(AUDIT.rows)
+    r = CLIENT.post("/validate", content=body)
+    assert r.status_code == status, r.text
+    if status != 200:
+        assert words in r.json()["error"] and len(AUDIT.rows) == audited
+        return
+    resp = r.json()["response"]
+    assert resp["uid"] == "u-h" and resp["allowed"] is False and resp["status"]["code"] == 400
+    assert words in resp["status"]["message"] and len(resp["status"]["message"]) < 300
+    assert len(AUDIT.rows) == audited + 1
+    row = AUDIT.rows[-1]
+    assert (row["uid"], row["decision"], row["policy"], row["gpus"]) == ("u-h", "deny", "request", 0.0)
 
 
 def test_an_internal_error_admits_with_a_warning_not_a_500(monkeypatch):
@@ -144,8 +223,15 @@ def test_an_internal_error_admits_with_a_warning_not_a_500(monkeypatch):
         "kind": "AdmissionReview",
         "request": {"uid": "u-9", "kind": {"kind": "Pod"}, "namespace": "ns", "object": {"spec": {}}},
     }
+    audited = len(AUDIT.rows)
     r = CLIENT.post("/validate", content=json.dumps(doc))
     assert r.status_code == 200
     resp = r.json()["response"]
     assert resp["uid"] == "u-9" and resp["allowed"] is True and "internal error" in resp["warnings"][0]
+    assert len(AUDIT.rows) == audited + 1  # admitted unchecked, and the audit says so
+    assert (AUDIT.rows[-1]["uid"], AUDIT.rows[-1]["decision"], AUDIT.rows[-1]["policy"]) == (
+        "u-9",
+        "warn",
+        "internal-error",
+    )
     assert 'gpuledger_admission_bad_requests_total{status="internal"} 1.0' in CLIENT.get("/metrics").text

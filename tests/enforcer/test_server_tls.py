@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from enforcer import certs
+from enforcer.connections import server_config
 from enforcer.decide import Settings, Table
 from enforcer.policies import IdleHold, TenantRow
 from enforcer.server import Webhook, create_app
@@ -60,15 +61,7 @@ def served(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(hook),
-        host="127.0.0.1",
-        port=port,
-        ssl_certfile=str(paths["cert"]),
-        ssl_keyfile=str(paths["key"]),
-        log_level="warning",
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(create_app(hook), "127.0.0.1", port, str(paths["cert"]), str(paths["key"])))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     deadline = time.time() + 20
