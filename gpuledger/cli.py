@@ -20,7 +20,7 @@ import click
 
 from gpuledger import __version__
 from gpuledger import config as config_mod
-from gpuledger.errors import GpuledgerError, LakeError, UsageError
+from gpuledger.errors import GpuledgerError, LakeError, SourceError, UsageError
 
 DEFAULT_LAKE = "gpuledger-data"
 
@@ -189,18 +189,29 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
 
 
 # -- collect --------------------------------------------------------------------------------------------
-def _build_collector(ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = (), built=()):
+def _claim_spool(ctx: Ctx):
+    """This node's spool, locked before anything else is read or written: a second `collect` or `up` on the same
+    lake and node stops here with one line naming the process that holds it (SpoolError)."""
+    from gpuledger.spool import Spool
+
+    writer_id = ctx.cfg.collector.writer
+    spool = Spool(ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id, writer_id)
+    spool.lock()
+    return spool
+
+
+def _build_collector(
+    ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = (), built=(), spool=None
+):
     """A Collector over the named sources (plus any already built, e.g. the NVML source `up` opened)."""
     from collector import sources
     from collector.runner import Collector
     from gpuledger.lake import LakeWriter
-    from gpuledger.spool import Spool
 
-    writer_id = ctx.cfg.collector.writer
-    spool_dir = ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id
+    spool = spool or _claim_spool(ctx)
     now = time.time()
     srcs = [*built, *(sources.make(n, ctx.cfg, ctx.lake, now, urls) for n in source_names)]
-    return Collector(srcs, Spool(spool_dir, writer_id), LakeWriter(ctx.lake), ctx.cfg.cluster, writer_id, on_ack=on_ack)
+    return Collector(srcs, spool, LakeWriter(ctx.lake), ctx.cfg.cluster, spool.writer, on_ack=on_ack)
 
 
 def _stop_event() -> threading.Event:
@@ -256,8 +267,11 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, urls, me
     col.start()
     _serve_metrics(col, ctx.cfg.collector.metrics_port if metrics_port is None else metrics_port)
     if once:
-        col.scrape()
+        report = col.scrape()
         col.close()
+        if report.failures and not report.rows:
+            lines = "".join(f"\n  {f}" for f in report.failures)
+            raise SourceError(f"collect --once: nothing collected, every source or target failed:{lines}")
         click.echo(f"scraped once into {ctx.lake}", err=True)
         return
     stop = _stop_event()
@@ -342,6 +356,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     from collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
+    spool = _claim_spool(ctx)  # before anything touches the lake: a second `up` on it stops here
     nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
     source = "nvml" if nvml_source else "sim"
     click.echo(
@@ -354,7 +369,9 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     # Before anything reads the lake: merges the backfilled days, and moves a lake of the earlier layout.
     compact(ctx.lake, grace_days=2)
 
-    col = _build_collector(ctx, () if nvml_source else ("sim",), built=(nvml_source,) if nvml_source else ())
+    col = _build_collector(
+        ctx, () if nvml_source else ("sim",), built=(nvml_source,) if nvml_source else (), spool=spool
+    )
     col.start()
     _serve_metrics(col, cfg.collector.metrics_port)
     iv = interval_s or cfg.collector.interval_s

@@ -1,4 +1,6 @@
-from collector.runner import Collector
+import socket
+
+from collector.runner import Collector, ScrapeReport
 from collector.source import Batch
 from gpuledger.errors import SourceError
 from gpuledger.lake import LakeWriter, scan
@@ -112,3 +114,31 @@ def test_corrupt_spool_segment_is_reported_as_a_health_event(tmp_path):
     assert (tmp_path / "spool" / "corrupt" / seg.name).exists()
     # The damaged record is lost; the acknowledged one after it is recovered by resynchronising.
     assert scan(tmp_path / "lake", "gpu_samples").collect().height == 1
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the socket is: a connection there is refused
+
+
+def test_collect_once_where_every_target_failed_exits_1_with_one_line_per_target(cli, tmp_path):
+    urls = [f"http://127.0.0.1:{closed_port()}/metrics", f"http://127.0.0.1:{closed_port()}/metrics"]
+    r = cli("collect", "--source", "dcgm", "--url", urls[0], "--url", urls[1], "--once", "--lake", tmp_path / "lake")
+    assert r.exit_code == 1
+    assert r.output.splitlines()[-3:] == [
+        "Error: source error: collect --once: nothing collected, every source or target failed:",
+        f"  {urls[0]}: connection refused",
+        f"  {urls[1]}: connection refused",
+    ]
+    events = scan(tmp_path / "lake", "health_events").collect()  # the failures are recorded all the same
+    assert events["kind"].to_list() == ["scrape_error"] * 2
+
+
+def test_a_scrape_reports_its_rows_and_failures(tmp_path):
+    col = make(tmp_path, Scripted(fail=True))
+    col.start()
+    assert col.scrape() == ScrapeReport(0, ["scripted: endpoint refused the connection"])
+    col.sources[0].fail = False
+    assert col.scrape() == ScrapeReport(1, [])
+    col.close()
