@@ -194,7 +194,7 @@ HEALTH_EVENTS = Table(
         _CLUSTER,
         _NODE,
         _c("gpu_uuid", pl.String, "GPU concerned, null for a node-level event"),
-        _c("kind", pl.String, "xid, ecc, lost, throttle, scrape_error, spool_corrupt", False),
+        _c("kind", pl.String, "xid, ecc, lost, throttle, scrape_error, spool_corrupt, audit_unspooled", False),
         _c("code", pl.Int64, "Xid number or error code, when there is one"),
         _c("detail", pl.String, "human-readable detail"),
         _c("source", pl.String, "collector source", False),

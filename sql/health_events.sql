@@ -8,7 +8,7 @@ SELECT
     cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
     node,                                                   -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                               -- VARCHAR: GPU concerned, null for a node-level event
-    kind,                                                   -- VARCHAR: xid, ecc, lost, throttle, scrape_error, spool_corrupt
+    kind,                                                   -- VARCHAR: xid, ecc, lost, throttle, scrape_error, spool_corrupt, audit_unspooled
     code,                                                   -- BIGINT: Xid number or error code, when there is one
     detail,                                                 -- VARCHAR: human-readable detail
     source,                                                 -- VARCHAR: collector source
