@@ -408,15 +408,6 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
 
 # -- sql ------------------------------------------------------------------------------------------------
-def _param(value: str):
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
-
-
 @main.command()
 @click.argument("query", required=False)
 @click.option(
@@ -431,7 +422,7 @@ def _param(value: str):
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),  # a str: an empty --out stays '' for the message (a Path would make it '.')
     default=None,
     help="Write the result to this file instead of stdout (required for parquet).",
 )
@@ -439,8 +430,9 @@ def _param(value: str):
     "--param",
     "params",
     multiple=True,
-    metavar="NAME=VALUE",
-    help="A query parameter, used in the query as $NAME (repeatable); never pasted into the SQL.",
+    metavar="NAME[:TYPE]=VALUE",
+    help="A query parameter, used in the query as $NAME (repeatable); never pasted into the SQL. TYPE: str, int, "
+    "float, bool, date or timestamp (UTC unless the value says); without one a number is a number, else a string.",
 )
 @click.option(
     "--limit",
@@ -453,7 +445,7 @@ def _param(value: str):
 def sql(ctx: Ctx, query, sql_file, fmt, out, params, limit, timeout_s) -> None:
     """Run a read-only DuckDB query over the lake, with every view from sql/ loaded."""
     from gpuledger.focus_export import finops_variables
-    from gpuledger.query import Lake
+    from gpuledger.query import Lake, parse_param, require_lake
 
     if (query is None) == (sql_file is None):
         raise UsageError("give a query, or --file FILE.sql (not both)")
@@ -465,25 +457,52 @@ def sql(ctx: Ctx, query, sql_file, fmt, out, params, limit, timeout_s) -> None:
 
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes binary data: give a file with --out")
-    named = {}
-    for p in params:
-        name, sep, value = p.partition("=")
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--param {p!r}: expected NAME=VALUE")
-        named[name] = _param(value)
+    out = _out_path(out)
+    named = dict(parse_param(p) for p in params)
     if fmt == "table" and limit is None:
         limit = 50
+    require_lake(ctx.lake)
     with Lake(ctx.lake, variables=finops_variables(ctx.cfg)) as lake:
         res = lake.execute(query, named or None, limit=limit, timeout_s=timeout_s)
     _print_result(res, fmt, out)
 
 
+def _out_path(out: str | None) -> Path | None:
+    """--out checked before the query runs: a file name, in a folder that exists."""
+    if out is None:
+        return None
+    path = Path(out)
+    if out == "" or path.is_dir():
+        raise UsageError(f"--out {out!r}: not a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"--out {out!r}: the folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def _write_out(out: Path, data: bytes) -> None:
+    """One line naming the file and the problem if it cannot be written, and no partial file left."""
+    from gpuledger.atomic import write_bytes_atomic
+
+    try:
+        if out.exists() and not out.is_file():
+            out.write_bytes(data)  # /dev/stdout, a pipe: written in place (a temp file beside it cannot replace it)
+        else:
+            write_bytes_atomic(out, data)  # temp file and rename: a failure leaves the old file or none
+    except (OSError, LakeError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise click.ClickException(f"--out {str(out)!r}: cannot write it: {why}") from None
+
+
 def _print_result(res, fmt: str, out: Path | None) -> None:
+    import io
+
     import polars as pl
 
     df = res.frame
     if fmt == "parquet":
-        df.write_parquet(out)
+        buf = io.BytesIO()
+        df.write_parquet(buf)
+        _write_out(out, buf.getvalue())
     elif fmt == "csv":
         text = df.write_csv()
     elif fmt == "json":
@@ -497,7 +516,7 @@ def _print_result(res, fmt: str, out: Path | None) -> None:
             text += f"\n(first {df.height} rows; use --limit or --format csv for more)"
     if fmt != "parquet":
         if out:
-            out.write_text(text + ("" if text.endswith("\n") else "\n"))
+            _write_out(out, (text + ("" if text.endswith("\n") else "\n")).encode())
         else:
             click.echo(text.rstrip("\n"))
     if out:
@@ -513,9 +532,9 @@ def views(ctx: Ctx, out) -> None:
     In the duckdb CLI: `.read gpuledger.sql`; in Python: `duckdb.connect().execute(open("gpuledger.sql").read())`.
     """
     from gpuledger.atomic import write_bytes_atomic
-    from gpuledger.query import views_script
+    from gpuledger.query import require_lake, views_script
 
-    text = views_script(ctx.lake)
+    text = views_script(require_lake(ctx.lake))
     if out is None:
         click.echo(text, nl=False)
     else:

@@ -11,6 +11,7 @@ Used alike by the CLI, the dashboards and the tests. Read-only, in two layers:
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import threading
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from gpuledger import schema
-from gpuledger.errors import QueryError
+from gpuledger.errors import LakeError, QueryError, UsageError
 from gpuledger.lake import has_data
 
 LAKE_VARIABLE = "gpuledger_lake"
@@ -93,6 +94,74 @@ def views_script(root: Path | str) -> str:
         empty = name in schema.TABLES and not has_data(root, name)
         parts.append(_empty_view(name) + ";" if empty else text.rstrip())
     return "\n".join(parts) + "\n"
+
+
+def require_lake(root: Path | str) -> Path:
+    """`root`, if it holds a lake (or is an empty folder, a lake nothing has been written to yet); else LakeError.
+
+    Without it a mistyped --lake, or a command run from another folder, reads as an empty lake: 0 rows, no word.
+    """
+    root = Path(root)
+    if not root.exists():
+        raise LakeError(f"no lake at {root}: the folder does not exist (give --lake, $GPULEDGER_LAKE or [lake] path)")
+    if not root.is_dir():
+        raise LakeError(f"no lake at {root}: it is a file, not a folder")
+    # A lake holds table folders and gpuledger's own _state, _spool, _sim; a folder holding none of them is not one.
+    names = [p.name for p in root.iterdir()]
+    if names and not any(n in schema.TABLES or n.startswith("_") for n in names):
+        raise LakeError(f"no lake at {root}: the folder holds none of the lake's tables (e.g. gpu_samples/, jobs/)")
+    return root
+
+
+def _utc_timestamp(text: str) -> dt.datetime:
+    t = dt.datetime.fromisoformat(text)
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)  # the lake's times are UTC, so is a bare one
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _bool(text: str) -> bool:
+    return _BOOLS[text.lower()]
+
+
+# --param NAME:TYPE=VALUE: what each TYPE makes of the value (DuckDB binds a date as DATE, an aware time as
+# TIMESTAMP WITH TIME ZONE).
+PARAM_TYPES = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": _bool,
+    "date": dt.date.fromisoformat,
+    "timestamp": _utc_timestamp,
+}
+
+
+def _guess(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE` (a whole number or a decimal becomes one, anything else a string) or `NAME:TYPE=VALUE` with a
+    TYPE of PARAM_TYPES; UsageError naming the parameter and the problem."""
+    spec, sep, value = text.partition("=")
+    name, colon, kind = spec.partition(":")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--param {text!r}: expected NAME=VALUE or NAME:TYPE=VALUE")
+    if not colon:
+        return name, _guess(value)
+    if kind not in PARAM_TYPES:
+        raise UsageError(f"--param {text!r}: unknown type {kind!r}; one of {', '.join(PARAM_TYPES)}")
+    try:
+        return name, PARAM_TYPES[kind](value)
+    except (ValueError, KeyError):
+        hint = {"bool": f" (one of {', '.join(_BOOLS)})", "date": " (YYYY-MM-DD)", "timestamp": " (ISO-8601)"}
+        raise UsageError(f"--param {text!r}: {value!r} is not a valid {kind}{hint.get(kind, '')}") from None
 
 
 @dataclass

@@ -129,7 +129,7 @@ def test_env_var_names_the_lake(cli, tmp_path, monkeypatch, small_lake):
     ],
 )
 def test_user_mistakes_get_one_line_and_exit_1(tmp_path, args, message):
-    r = CliRunner().invoke(main, [*args, "--lake", str(tmp_path / "lake")])
+    r = CliRunner().invoke(main, [*args, "--lake", str(tmp_path)])  # an empty folder: a lake with nothing written yet
     assert r.exit_code == 1, r.output
     assert message in r.output
     assert "Traceback" not in r.output

@@ -1,5 +1,9 @@
 """`gpuledger sql --file` and `gpuledger views` (one script for a plain DuckDB session), on a simulated lake."""
 
+import resource
+import signal
+from pathlib import Path
+
 import duckdb
 import pytest
 from click.testing import CliRunner
@@ -118,3 +122,96 @@ def test_chargeback_keeps_unclaimed_jobs_and_leaves_out_unshared_idle(tmp_path):
     with Lake(tmp_path) as lake:
         got = lake.execute("SELECT tenant, cost_usd, idle_share_usd, total_usd FROM chargeback_monthly ORDER BY 1").rows
     assert got == [("a", 4.0, 1.0, 5.0), (None, 6.0, 0.5, 6.5)]
+
+
+# -- no lake, typed parameters, --out that cannot be written (issue 13, items 15, 12, 11) -------------------------
+def _one_line_error(r, text):
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert r.output.count("\n") == 1 and text in r.output, r.output
+
+
+def test_a_lake_that_is_not_there_is_named_not_read_as_empty(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPULEDGER_LAKE", raising=False)
+    missing = tmp_path / "no" / "such"
+    _one_line_error(cli("sql", "--lake", missing, "SELECT count(*) FROM jobs"), f"no lake at {missing}: the folder")
+    _one_line_error(cli("views", "--lake", missing), f"no lake at {missing}: the folder does not exist")
+    # From a folder with no lake in it, by default.
+    _one_line_error(cli("sql", "SELECT count(*) FROM jobs"), "no lake at gpuledger-data: the folder does not exist")
+    _one_line_error(cli("views"), "no lake at gpuledger-data")
+    (tmp_path / "notes.txt").write_text("not a lake")
+    _one_line_error(cli("sql", "--lake", tmp_path, "SELECT 1"), "holds none of the lake's tables")
+    # An empty folder is a lake nothing has been written to yet.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cli("sql", "--lake", empty, "--format", "csv", "SELECT count(*) AS n FROM jobs")
+    assert r.exit_code == 0 and r.output.splitlines() == ["n", "0"], r.output
+
+
+def test_a_parameter_can_say_its_type(small_lake):
+    query = "SELECT $v AS v, typeof($v) AS t"
+    cases = [
+        ("v=0123", "123,INTEGER"),  # without a type, a number is a number (the guess)
+        ("v:str=0123", "0123,VARCHAR"),
+        ("v:int=7", "7,INTEGER"),
+        ("v:float=7", "7.0,DOUBLE"),
+        ("v:bool=yes", "true,BOOLEAN"),
+        ("v:date=2026-11-01", "2026-11-01,DATE"),
+        # No zone given: UTC, like every time in the lake.
+        ("v:timestamp=2026-11-02T05:00:00", "2026-11-02T05:00:00.000000+0000,TIMESTAMP WITH TIME ZONE"),
+        ("v:timestamp=2026-11-02T05:00:00+02:00", "2026-11-02T03:00:00.000000+0000,TIMESTAMP WITH TIME ZONE"),
+    ]
+    for param, want in cases:
+        r = cli("sql", "--lake", small_lake, "--format", "csv", "--param", param, query)
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines() == ["v,t", want], param
+
+
+@pytest.mark.parametrize(
+    "param, message",
+    [
+        ("v:int=1.5", "--param 'v:int=1.5': '1.5' is not a valid int"),
+        ("v:bool=maybe", "'maybe' is not a valid bool (one of true, 1, yes, false, 0, no)"),
+        ("v:date=11/01/2026", "'11/01/2026' is not a valid date (YYYY-MM-DD)"),
+        ("v:uuid=1", "--param 'v:uuid=1': unknown type 'uuid'; one of str, int, float, bool, date, timestamp"),
+        ("v:=1", "unknown type ''"),
+        ("1v:int=1", "--param '1v:int=1': expected NAME=VALUE or NAME:TYPE=VALUE"),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_is_one_line(small_lake, param, message):
+    _one_line_error(cli("sql", "--lake", small_lake, "--param", param, "SELECT $v"), message)
+
+
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        ("/nonexistent/x.csv", "--out '/nonexistent/x.csv': the folder '/nonexistent' does not exist"),
+        ("", "--out '': not a file name"),
+    ],
+)
+def test_an_out_file_that_cannot_be_written_is_one_line(small_lake, out, message):
+    _one_line_error(cli("sql", "--lake", small_lake, "--format", "csv", "--out", out, "SELECT 1 AS x"), message)
+    assert not Path("/nonexistent").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_full_device_is_one_line(small_lake, fmt):
+    r = cli("sql", "--lake", small_lake, "--format", fmt, "--out", "/dev/full", "SELECT 1 AS x")
+    _one_line_error(r, "--out '/dev/full': cannot write it: No space left on device")
+
+
+def test_a_write_that_fails_half_way_leaves_no_partial_file(small_lake, tmp_path):
+    """A file-size limit stops the write after 64 KiB (EFBIG, as a full disk would): the old file stays whole."""
+    out = tmp_path / "big.csv"
+    out.write_text("old\n")
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, old_limit[1]))
+    try:
+        r = cli("sql", "--lake", small_lake, "--format", "csv", "--out", out, "SELECT range AS n FROM range(100000)")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    _one_line_error(r, f"--out '{out}': cannot write it:")
+    assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["big.csv"]
