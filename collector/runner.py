@@ -74,6 +74,7 @@ class Collector:
         self._pending_lock = threading.Lock()  # the scrape and the flush jobs (two threads) both drain it
         self._pending_rows = 0
         self._spool_error: SpoolError | None = None  # set while the spool refuses appends
+        self._dropped_rows = 0  # dropped in this spell of refusals (logged once when it starts and when it ends)
         self._report = ScrapeReport()
 
     def start(self) -> int:
@@ -124,8 +125,9 @@ class Collector:
                 self.on_ack(batch)
         else:
             if self._spool_error is not None:
-                log.warning("the spool takes appends again; every batch kept in memory is in it")
-                self._spool_error = None
+                dropped = f" ({self._dropped_rows} row(s) were dropped)" if self._dropped_rows else ""
+                log.warning("the spool takes appends again; every batch kept in memory is in it%s", dropped)
+                self._spool_error, self._dropped_rows = None, 0
         self.metrics.pending_rows.set(self._pending_rows)
 
     def _drop_oldest(self) -> None:
@@ -133,12 +135,13 @@ class Collector:
             batch = self._pending.popleft()
             self._pending_rows -= batch.rows
             self.metrics.dropped_rows.labels(batch.table).inc(batch.rows)
-            log.error(
-                "dropped %d %s row(s) never spooled: more than %d rows waited for the spool",
-                batch.rows,
-                batch.table,
-                self.max_pending_rows,
-            )
+            if not self._dropped_rows:
+                log.error(
+                    "more than %d scraped rows wait for the spool: dropping the oldest, never acknowledged "
+                    "(counted in gpuledger_rows_dropped_total)",
+                    self.max_pending_rows,
+                )
+            self._dropped_rows += batch.rows
 
     def scrape(self) -> ScrapeReport:
         """Collect from every due source; returns what this scrape got and which sources or targets failed."""

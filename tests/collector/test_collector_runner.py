@@ -2,7 +2,7 @@ import socket
 
 from collector.runner import Collector, ScrapeReport
 from collector.source import Batch
-from gpuledger.errors import SourceError
+from gpuledger.errors import SourceError, SpoolError
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import HEADER, Spool
 
@@ -142,3 +142,39 @@ def test_a_scrape_reports_its_rows_and_failures(tmp_path):
     col.sources[0].fail = False
     assert col.scrape() == ScrapeReport(1, [])
     col.close()
+
+
+def test_batches_the_spool_refuses_wait_in_memory_in_order_up_to_a_bound(tmp_path, monkeypatch):
+    now, acks = [T], []
+    col = Collector(
+        [Scripted()],
+        Spool(tmp_path / "spool", "n1"),
+        LakeWriter(tmp_path / "lake"),
+        "c",
+        "n1",
+        clock=lambda: now[0],
+        on_ack=lambda b: acks.append(b.columns["ts"][0]),
+        max_pending_rows=2,
+    )
+    col.start()
+
+    def full(*_a, **_k):
+        raise SpoolError("cannot append to spool segment: No space left on device")
+
+    monkeypatch.setattr(col.spool, "append", full)
+    for i in range(4):  # one row each, at T+1 .. T+4: only the last two fit under the bound
+        now[0] = T + 1 + i
+        col.scrape()
+    assert acks == []
+    assert col.metrics.registry.get_sample_value("gpuledger_spool_pending_rows") == 2
+    assert col.metrics.registry.get_sample_value("gpuledger_rows_dropped_total", {"table": "gpu_samples"}) == 2
+    monkeypatch.undo()
+    now[0] = T + 5
+    col.scrape()
+    assert acks == [int((T + k) * 1e6) for k in (3, 4, 5)]  # the kept ones first, in order, then the new one
+    col.close()
+    assert sorted(scan(tmp_path / "lake", "gpu_samples").collect()["ts"].dt.epoch("s").to_list()) == [
+        int(T) + 3,
+        int(T) + 4,
+        int(T) + 5,
+    ]
