@@ -488,9 +488,10 @@ def _write_out(out: Path, data: bytes) -> None:
             out.write_bytes(data)  # /dev/stdout, a pipe: written in place (a temp file beside it cannot replace it)
         else:
             write_bytes_atomic(out, data)  # temp file and rename: a failure leaves the old file or none
-    except (OSError, LakeError) as e:
-        why = getattr(e, "strerror", None) or e
-        raise click.ClickException(f"--out {str(out)!r}: cannot write it: {why}") from None
+    except LakeError as e:  # the write's OSError, translated ("disk full while writing ...")
+        raise click.ClickException(f"--out {str(out)!r}: {e}") from None
+    except OSError as e:
+        raise click.ClickException(f"--out {str(out)!r}: cannot write it: {e.strerror or e}") from None
 
 
 def _print_result(res, fmt: str, out: Path | None) -> None:

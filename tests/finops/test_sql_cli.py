@@ -213,5 +213,5 @@ def test_a_write_that_fails_half_way_leaves_no_partial_file(small_lake, tmp_path
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
         signal.signal(signal.SIGXFSZ, old_handler)
-    _one_line_error(r, f"--out '{out}': cannot write it:")
+    _one_line_error(r, f"--out '{out}': cannot write {out}: File too large")
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["big.csv"]
