@@ -16,13 +16,13 @@ tests/finops/test_cost_totals.py):
 - A GPU model with no rate is reported (`unpriced_models`), never priced at zero.
 
 Rate card models match a GPU model by exact name first, else by the longest rate name that appears as words in
-the GPU model name (`H100` prices "NVIDIA H100 80GB HBM3"), so a rate card can be written either way.
+the GPU model name (`H100` prices "NVIDIA H100 80GB HBM3"), so a rate card can be written either way: the rule
+is `gpuledger.config.match_model`, which quota keys follow too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Iterable
 
 import polars as pl
@@ -30,17 +30,6 @@ import polars as pl
 from gpuledger.config import Rate
 
 DAY_US = 86_400_000_000
-
-
-def match_model(model: str | None, rate_models: Iterable[str]) -> str | None:
-    if model is None:
-        return None
-    keys = list(rate_models)
-    if model in keys:
-        return model
-    words = f" {re.sub(r'[^a-z0-9.]+', ' ', model.lower())} "
-    hits = [k for k in keys if f" {re.sub(r'[^a-z0-9.]+', ' ', k.lower()).strip()} " in words]
-    return max(hits, key=len) if hits else None
 
 
 def rate_frame(rates: Iterable[Rate]) -> pl.DataFrame:

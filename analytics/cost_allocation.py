@@ -28,9 +28,9 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from analytics.cost import _max_of_request_and_use, match_model, rate_frame, split_days
+from analytics.cost import _max_of_request_and_use, rate_frame, split_days
 from gpuledger import schema
-from gpuledger.config import Rate
+from gpuledger.config import Rate, match_model
 
 UTC = dt.timezone.utc
 _US = pl.Datetime("us", "UTC")

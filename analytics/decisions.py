@@ -5,17 +5,40 @@ Fair share follows Slurm's classic multifactor plugin: usage decays with a half-
 usage * dt, i.e. each GPU-hour counts 2^(-age/T)); the factor is F = 2^(-U/S) where U is the tenant's share of
 all decayed usage and S its share of all weights. F = 1 for a tenant that used nothing, 0.5 for one that used
 exactly its share, towards 0 for one far over it.
+
+A quota key names GPU models by the rate card's rule (`gpuledger.config.match_model`: `H100` caps each model
+whose name has the word H100); a key that names no model of the lake is a config error, checked before the rows
+are built, so no quota is silently ignored.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import polars as pl
 
-from gpuledger.config import Tenant
+from gpuledger.config import Config, Tenant, check_quota_models, match_model
+from gpuledger.lake import has_data, scan
 
 ANY = "*"
+
+
+def known_models(lake: Path) -> list[str]:
+    """The GPU models the lake knows: its nodes' inventory, its telemetry's rollups and its allocations."""
+    found: set[str] = set()
+    for table, column in (("nodes", "gpu_model"), ("gpu_hourly", "model"), ("gpu_allocations", "gpu_model")):
+        if has_data(lake, table):
+            found.update(scan(lake, table).select(pl.col(column).drop_nulls().unique()).collect()[column])
+    return sorted(found)
+
+
+def checked_models(lake: Path, cfg: Config) -> list[str]:
+    """`known_models`, once every quota key of the config names one of them (ConfigError otherwise): what the
+    analytics and `gpuledger enforcer serve`/`check` call before they rely on the quotas."""
+    models = known_models(lake)
+    check_quota_models(cfg, models)
+    return models
 
 
 def decayed_usage(alloc_hours: pl.LazyFrame, now: dt.datetime, half_life_h: float) -> pl.LazyFrame:
@@ -53,11 +76,13 @@ def decisions(
     idle_now: pl.DataFrame,
     tenants: tuple[Tenant, ...],
     now: dt.datetime,
+    models: list[str],
 ) -> pl.DataFrame:
-    """One row per (tenant, gpu_model) the tenant holds or has a quota for.
+    """One row per (tenant, gpu_model) the tenant holds or has a quota for, named as the lake names the model.
 
     allocs_now: (tenant, gpu_model, share) of open allocations; spent_month: (tenant, usd, gpu_h) this month;
-    usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus).
+    usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus); models: the lake's GPU models
+    (`known_models`), which the quota keys are resolved against.
     """
     held = allocs_now.group_by("tenant", "gpu_model").agg(pl.col("share").sum().alias("allocated_gpus"))
     hold = {(r["tenant"], r["gpu_model"]): r["allocated_gpus"] for r in held.iter_rows(named=True)}
@@ -71,15 +96,19 @@ def decisions(
         held_by = {m: v for (tn, m), v in hold.items() if tn == t.name}
         idle_by = {m: v for (tn, m), v in idle.items() if tn == t.name}
         total = sum(held_by.values())
+        # The quota key of each model (None: only "*" applies), by the rate card's rule.
+        keys = [k for k in t.quota if k != ANY]
+        key_of = {m: match_model(m, keys) for m in {*models, *held_by} if m}
         # Rows: each model it holds or has its own quota for, and one all-models row (gpu_model null).
-        models = sorted({m for m in held_by if m} | {m for m in t.quota if m != ANY}) + [None]
-        for model in models:
+        rows_for = sorted({m for m in held_by if m} | {m for m, k in key_of.items() if k}) + [None]
+        for model in rows_for:
+            key = key_of.get(model) if model else None
             if model is None:
                 allocated, quota, cap_on = total, t.quota.get(ANY), total
             else:
                 allocated = held_by.get(model, 0.0)
-                quota = t.quota.get(model, t.quota.get(ANY))
-                cap_on = allocated if model in t.quota else total  # a "*" quota caps all models together
+                quota = t.quota[key] if key else t.quota.get(ANY)
+                cap_on = allocated if key else total  # a "*" quota caps all models together
             budget = t.budget_usd_per_month
             used = spent.get(t.name, 0.0)
             rows.append(

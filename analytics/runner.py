@@ -22,7 +22,7 @@ import polars as pl
 from analytics.allocation import allocations, gpu_of_pod
 from analytics.cost import cost_daily, energy_daily
 from analytics.cost_allocation import cost_allocation
-from analytics.decisions import decayed_usage, decisions
+from analytics.decisions import checked_models, decayed_usage, decisions
 from analytics.fleet import fleet_hourly
 from analytics.forecast import demand_forecast
 from analytics.frag_series import fragmentation_series
@@ -195,6 +195,7 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         idle,
         tenants,
         now,
+        checked_models(lake, cfg),  # a quota key naming no GPU model of the lake is a ConfigError here
     )
     return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
 

@@ -642,10 +642,12 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     import uvicorn
     from apscheduler.schedulers.background import BackgroundScheduler
 
+    from analytics.decisions import checked_models
     from enforcer.connections import server_config
     from enforcer.server import Webhook, create_app
     from enforcer.store import AuditWriter, load_table
 
+    checked_models(ctx.lake, ctx.cfg)  # a quota key that names no GPU model of the lake would cap nothing
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as e:
@@ -713,9 +715,11 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     """What the webhook would answer for the workloads in FILE (YAML or JSON; - for stdin), against the lake's
     decision table: admitted or denied and why, warnings, the priority class it would set. Exit status 3 if
     any is denied. Nothing is counted or audited."""
+    from analytics.decisions import checked_models
     from enforcer.check import check, objects, render
     from enforcer.store import load_table
 
+    checked_models(ctx.lake, ctx.cfg)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
     results = check(objects(file.read(), file.name), load_table(ctx.lake), _enforcer_settings(ctx.cfg), now, namespace)

@@ -6,9 +6,11 @@ No other module reads the environment or config files: the CLI calls `load()` on
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import socket
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -162,6 +164,42 @@ def defaults() -> Config:
     return Config(tenants=DEFAULT_TENANTS, rates=DEFAULT_RATES)
 
 
+def match_model(model: str | None, keys: Iterable[str]) -> str | None:
+    """The config key that names the GPU model `model`: the rate card's and the quotas' one rule.
+
+    The key equal to the model's name, else the longest key whose words appear together, in order, among the
+    name's words (`H100` and `NVIDIA-H100-80GB-HBM3` name "NVIDIA H100 80GB HBM3"; `H10` names nothing); None
+    when no key does. Words are runs of letters, digits and dots, case aside."""
+    if model is None:
+        return None
+    keys = list(keys)
+    if model in keys:
+        return model
+    words = f" {re.sub(r'[^a-z0-9.]+', ' ', model.lower())} "
+    hits = [k for k in keys if (w := re.sub(r"[^a-z0-9.]+", " ", k.lower()).strip()) and f" {w} " in words]
+    return max(hits, key=len) if hits else None
+
+
+def check_quota_models(cfg: Config, known: Iterable[str]) -> None:
+    """Every tenant's quota key must name a GPU model of the lake (`known`), by `match_model`'s rule: a key that
+    names none would cap nothing. ConfigError, one line per such key naming it and the known models.
+
+    With no model known yet (an empty lake) nothing can be checked. The built-in tenants are not checked: they
+    describe the built-in simulated fleet, and a real fleet without H100s should not fail on them."""
+    known = sorted(set(known))
+    if not known or cfg.tenants is DEFAULT_TENANTS:
+        return
+    problems = []
+    for i, t in enumerate(cfg.tenants):
+        for key in t.quota:
+            if key != "*" and not any(match_model(m, [key]) for m in known):
+                problems.append(
+                    f"tenants[{i}] ({t.name}).quota.{key}: names no GPU model in the lake (known: {', '.join(known)})"
+                )
+    if problems:
+        raise ConfigError(cfg.source_file, problems)
+
+
 class _Checker:
     """Walks a parsed TOML document, recording `key.path: problem` for every mistake instead of stopping."""
 
@@ -180,6 +218,13 @@ class _Checker:
                 self.bad(f"{key}.{k}" if key else k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
         return doc
 
+    def finite(self, path: str, v: Any) -> bool:
+        """TOML has nan and inf: no quota, budget, weight, price or interval of ours means either."""
+        if isinstance(v, float) and not math.isfinite(v):
+            self.bad(path, f"must be a finite number, got {v!r}")
+            return False
+        return True
+
     def get(self, doc: dict, key: str, path: str, kind: type | tuple, default: Any, check=None, why: str = "") -> Any:
         if key not in doc:
             return default
@@ -192,6 +237,8 @@ class _Checker:
         if not ok:
             names = " or ".join(k.__name__.replace("str", "string").replace("float", "number") for k in kinds)
             self.bad(path, f"expected {names}, got {type(v).__name__} {v!r}")
+            return default
+        if not self.finite(path, v):
             return default
         if check is not None and not check(v):
             self.bad(path, f"{why}, got {v!r}")
@@ -581,7 +628,7 @@ def _tenants(c: _Checker, raw: Any) -> tuple[Tenant, ...]:
                         c.bad(f"{key}.quota.{model}", f"expected a number of GPUs, got {n!r}")
                     elif n < 0:
                         c.bad(f"{key}.quota.{model}", f"must be >= 0, got {n!r}")
-                    else:
+                    elif c.finite(f"{key}.quota.{model}", n):  # records nan and inf as problems
                         quota[model] = n
         budget = gpu_h = None
         if "budget" in t:

@@ -8,9 +8,9 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.cost import cost_daily, match_model
+from analytics.cost import cost_daily
 from analytics.cost_allocation import cost_allocation
-from gpuledger.config import Rate
+from gpuledger.config import Rate, match_model
 
 UTC = dt.timezone.utc
 H100 = "NVIDIA H100 80GB HBM3"

@@ -11,6 +11,7 @@ from gpuledger.config import Tenant
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 20, 12, tzinfo=UTC)
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+A100_40, L40S = "NVIDIA A100-SXM4-40GB", "NVIDIA L40S"
 TENANTS = (
     Tenant("vision", ("vision",), 3.0, {H100: 8, "*": 12}, 1000.0),
     Tenant("nlp", ("nlp",), 1.0, {"*": 4}, None, 500.0),
@@ -50,7 +51,7 @@ def test_quota_headroom_budget_and_idle():
     usage = decayed_usage(HOURS, NOW, 24).collect()
     d = {
         (r["tenant"], r["gpu_model"]): r
-        for r in decisions(allocs, spent, usage, idle, TENANTS, NOW).iter_rows(named=True)
+        for r in decisions(allocs, spent, usage, idle, TENANTS, NOW, [H100, A100]).iter_rows(named=True)
     }
     assert set(d) == {("vision", H100), ("vision", A100), ("vision", None), ("nlp", H100), ("nlp", None)}
     h = d[("vision", H100)]
@@ -65,3 +66,22 @@ def test_quota_headroom_budget_and_idle():
     assert (n["budget_gpu_h"], n["spent_gpu_h"]) == (500.0, 410.0)  # its GPU-hour budget
     assert (v["budget_gpu_h"], v["spent_gpu_h"]) == (None, 80.0)
     assert n["fairshare"] == pytest.approx(2 ** (-4 / 3))
+
+
+def test_quota_keys_name_models_as_the_rate_card_does():
+    """`H100` is the quota of the lake's "NVIDIA H100 80GB HBM3" (its row carries it; no row is named "H100"),
+    `A100` of each A100 model, also one nobody holds; `NVIDIA A100-SXM4-40GB`, the longer key, wins for its own."""
+    tenants = (Tenant("vision", ("vision",), 1.0, {"H100": 1, "A100": 6, A100_40: 2, "*": 10}),)
+    allocs = pl.DataFrame({"tenant": ["vision"] * 3, "gpu_model": [H100, H100, L40S], "share": [2.0, 1.0, 4.0]})
+    spent = pl.DataFrame({"tenant": ["vision"], "usd": [0.0], "gpu_h": [0.0]})
+    usage = pl.DataFrame({"tenant": ["vision"], "usage_decayed": [0.0]})
+    idle = pl.DataFrame(schema={"tenant": pl.String, "gpu_model": pl.String, "idle_gpus": pl.Float64})
+    out = decisions(allocs, spent, usage, idle, tenants, NOW, [H100, A100, A100_40, L40S])
+    d = {r["gpu_model"]: (r["allocated_gpus"], r["quota_gpus"], r["headroom_gpus"]) for r in out.iter_rows(named=True)}
+    assert d == {
+        H100: (3.0, 1.0, -2.0),  # 2 + 1 held against its own quota of 1
+        A100: (0.0, 6.0, 6.0),
+        A100_40: (0.0, 2.0, 2.0),
+        L40S: (4.0, 10.0, 3.0),  # "*" caps all 7 held
+        None: (7.0, 10.0, 3.0),
+    }

@@ -70,6 +70,22 @@ BAD = [
         ],
     ),
     (
+        "bad_not_finite.toml",
+        [
+            "collector.interval_s: must be a finite number, got inf",
+            "simulator.backfill_days: must be a finite number, got nan",
+            "analytics.fairshare_half_life_h: must be a finite number, got inf",
+            "enforcer.refresh_s: must be a finite number, got nan",
+            "enforcer.idle_max_gpus: must be a finite number, got inf",
+            "tenants[0] (vision).weight: must be a finite number, got inf",
+            "tenants[0] (vision).quota.*: must be a finite number, got nan",
+            "tenants[0] (vision).quota.H100: must be a finite number, got inf",
+            "tenants[0] (vision).budget.usd_per_month: must be a finite number, got inf",
+            "tenants[0] (vision).budget.gpu_hours_per_month: must be a finite number, got nan",
+            "rates[0].usd_per_gpu_hour: must be a finite number, got -inf",
+        ],
+    ),
+    (
         "bad_dashboard.toml",
         ["dashboard.port: must be a TCP port", "dashboard.auth_user: set both auth_user and auth_password_env"],
     ),
@@ -115,3 +131,52 @@ def test_tenant_label_takes_any_label_key_or_empty(key):
 def test_tenant_label_rejects_what_kubernetes_rejects(key):
     with pytest.raises(ConfigError, match="enforcer.tenant_label: must be a Kubernetes label key"):
         config.parse({"enforcer": {"tenant_label": key}}, "t.toml")
+
+
+QUOTAS = """
+[[tenants]]
+name = "vision"
+namespaces = ["v"]
+[tenants.quota]
+H100 = 4
+"NVIDIA-A100-SXM4-80GB" = 2
+"*" = 8
+[[tenants]]
+name = "nlp"
+namespaces = ["n"]
+[tenants.quota]
+H10 = 1
+"""
+
+
+def test_quota_keys_must_name_a_model_of_the_lake():
+    import tomllib
+
+    cfg = config.parse(tomllib.loads(QUOTAS), "q.toml")
+    lake = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"]
+    with pytest.raises(ConfigError) as e:
+        config.check_quota_models(cfg, lake)
+    # Only nlp's H10 (no model has the word H10): H100 by its words, the A100 key by its dashed NVML name.
+    assert e.value.problems == [
+        "tenants[1] (nlp).quota.H10: names no GPU model in the lake "
+        "(known: NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3)"
+    ]
+    assert str(e.value).splitlines()[1].strip().startswith("q.toml: tenants[1] (nlp).quota.H10: names no GPU model")
+    config.check_quota_models(cfg, [])  # an empty lake: nothing to check against yet
+    config.check_quota_models(config.defaults(), ["NVIDIA L4"])  # the built-in tenants describe the built-in fleet
+
+
+@pytest.mark.parametrize(
+    "model,keys,want",
+    [
+        ("NVIDIA H100 80GB HBM3", ["H100", "*"], "H100"),
+        ("NVIDIA H100 80GB HBM3", ["H10", "H100 80GB", "H100"], "H100 80GB"),  # the longest that matches
+        ("NVIDIA H100 80GB HBM3", ["NVIDIA-H100-80GB-HBM3"], "NVIDIA-H100-80GB-HBM3"),  # a node label's spelling
+        ("NVIDIA A100-SXM4-80GB", ["A100", "80GB"], "A100"),  # equal length: the first listed
+        ("Tesla T4", ["T4", "*"], "T4"),
+        ("NVIDIA L40S", ["L40", "*"], None),
+        (None, ["H100"], None),
+    ],
+)
+def test_match_model_is_the_rule_for_rates_and_quotas(model, keys, want):
+    assert config.match_model(model, keys) == want
