@@ -79,6 +79,7 @@ class Collector:
 
     def start(self) -> int:
         """Open the spool and replay what a previous run left in it. Returns the rows replayed."""
+        self.spool.lock()  # first: a spool another live process writes is left alone, and so is its lake
         self.writer.init()
         self.spool.open()
         rows = self.spool.replay(self.writer)
