@@ -1,11 +1,17 @@
-"""Fragmentation over time: at each hour, each GPU model's free capacity and how much of it the typical job of
-that model cannot use (FGD, analytics/fragmentation), plus the whole-GPU view (free GPUs no N-GPU job can use).
+"""Fragmentation over time: at each hour, each GPU model's free capacity and how much of it the target workload M
+cannot use (FGD, analytics/fragmentation), plus the whole-GPU view (free GPUs no N-GPU job can use).
 
-The node state at an instant comes from the lake: a node's physical GPUs are those that reported in that hour
-(gpu_hourly), and a GPU's free share is 1 minus the shares of the allocations holding it at that instant (a MIG
-slice's share counts on its parent GPU). The workload M is each model's own jobs (their GPU requests as FGD
-task types); jobs carry no CPU request, so CPU never blocks a task here. Per model, because a job that asked for
-an H100 cannot run on an L4 node: across models the metric would only restate the fleet's mix.
+Which GPUs exist at an hour (the inventory): from telemetry when the cluster has it (a node's physical GPUs are
+those that reported in that hour, gpu_hourly); else from the `nodes` table, every GPU of a node at every hour
+from its first to its last observation (an imported trace has a node list and no telemetry). A GPU's free share
+is 1 minus the shares of the allocations holding it at the hour's start (a MIG slice's share counts on its
+parent GPU).
+
+The workload M: the cluster's imported pod shapes when the lake has them (`pod_shapes`: a trace's whole pod list,
+CPU requests and CPU-only pods included, which is how FGD builds M), with a node's CPU from its `cpu_milli` label;
+else each model's own jobs (their GPU requests as FGD task types; jobs carry no CPU request, so CPU never blocks),
+per model because a job that asked for an H100 cannot run on an L4 node. The CPU the bound pods requested is not
+known (jobs carry none), so a node's free CPU is its whole CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ import polars as pl
 from analytics.fragmentation import node_fragmentation, typical_task_types
 
 SIZES = (1, 2, 4, 8)
+NO_CPU_LIMIT = 10**9  # a node whose CPU is unknown: CPU never blocks a task there
+STATE = {"hour": pl.Datetime("us", "UTC"), "model": pl.String, "cpu_free_milli": pl.Int64}
+STATE |= {"gpu_free_milli": pl.List(pl.Int64), "n": pl.Int64}  # n: identical nodes one row stands for
+SHAPE_KEY = ("cpu_milli", "gpu_milli", "num_gpu", "gpu_spec")
 
 
 def task_types_of(jobs: pl.DataFrame) -> pl.DataFrame:
@@ -33,26 +43,58 @@ def task_types_of(jobs: pl.DataFrame) -> pl.DataFrame:
     return typical_task_types(pods)
 
 
-def fragmentation_series(
-    hourly: pl.LazyFrame,
-    allocs: pl.DataFrame,
-    jobs: pl.DataFrame,
-    start: dt.datetime,
-    end: dt.datetime,
-    cluster: str = "default",
-) -> pl.DataFrame:
-    """One row per (hour, gpu_model) in [start, end): gpus, free_gpus, fragmented_gpus, frag_rate, stranded_*.
+def task_types_of_shapes(shapes: pl.DataFrame) -> pl.DataFrame:
+    """FGD task types from pod_shapes rows (counts summed over the workloads imported): one row per pod, then the
+    artifact's typical pods."""
+    counts = shapes.group_by(SHAPE_KEY).agg(pl.col("pods").sum())
+    return typical_task_types(counts.select(pl.col(SHAPE_KEY).repeat_by(pl.col("pods"))).explode(SHAPE_KEY))
 
-    Vectorised over hours: each (hour, node) is one row of node state, so the FGD metric runs once per GPU model
-    for the whole window instead of once per hour.
-    """
+
+def latest_nodes(nodes: pl.LazyFrame, cluster: str) -> pl.DataFrame:
+    """One row per node of the cluster, as the `nodes` view has it: the latest model, count and labels; the first
+    and last time seen."""
+    last = pl.col("last_seen")
+    return (
+        nodes.filter(pl.col("cluster") == cluster)
+        .group_by("node")
+        .agg(
+            pl.col("gpu_model").sort_by(last).last(),
+            pl.col("gpu_count").sort_by(last).last(),
+            pl.col("labels").sort_by(last).last(),
+            pl.col("first_seen").min(),
+            last.max(),
+        )
+        .sort("node")
+        .collect()
+    )
+
+
+def _held(allocs: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
+    """Share held per (hour, *keys) at each hour start an allocation covers (start <= hour < end)."""
+    first_h = pl.col("start").dt.truncate("1h")
+    first_h = pl.when(first_h < pl.col("start")).then(first_h + pl.duration(hours=1)).otherwise(first_h)
+    return (
+        allocs.filter(pl.col("end") > pl.col("start"))
+        .with_columns(pl.datetime_ranges(first_h, pl.col("end") - pl.duration(microseconds=1), "1h").alias("hour"))
+        .explode("hour")
+        .drop_nulls("hour")
+        .group_by("hour", *keys)
+        .agg(pl.col("share").sum().alias("held"))
+    )
+
+
+FREE = (1000 - (pl.col("held").fill_null(0) * 1000).round()).clip(0, 1000).cast(pl.Int64)
+
+
+def telemetry_state(hourly: pl.LazyFrame, allocs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them."""
     inv = (
         hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end) & pl.col("parent_gpu_uuid").is_null())
         .select("hour", "node", "gpu_uuid", "model")
         .collect()
     )
     if inv.is_empty():
-        return pl.DataFrame()
+        return pl.DataFrame(schema=STATE)
     parents = (
         hourly.filter(pl.col("parent_gpu_uuid").is_not_null()).select("gpu_uuid", "parent_gpu_uuid").unique().collect()
     )
@@ -61,53 +103,133 @@ def fragmentation_series(
         .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("gpu_uuid"))
         .filter(pl.col("gpu_uuid").is_not_null())
     )
-    # The hour starts (instants) each allocation covers: start <= h < end.
-    first_h = pl.col("start").dt.truncate("1h")
-    first_h = pl.when(first_h < pl.col("start")).then(first_h + pl.duration(hours=1)).otherwise(first_h)
-    held = (
-        a.filter(pl.col("end") > pl.col("start"))
-        .with_columns(pl.datetime_ranges(first_h, pl.col("end") - pl.duration(microseconds=1), "1h").alias("hour"))
-        .explode("hour")
-        .drop_nulls("hour")
-        .group_by("hour", "gpu_uuid")
-        .agg(pl.col("share").sum().alias("held"))
-    )
-    per_gpu = inv.join(held, on=["hour", "gpu_uuid"], how="left").with_columns(
-        (1000 - (pl.col("held").fill_null(0) * 1000).round()).clip(0, 1000).cast(pl.Int64).alias("free")
-    )
-    state = (
+    per_gpu = inv.join(_held(a, ("gpu_uuid",)), on=["hour", "gpu_uuid"], how="left").with_columns(FREE.alias("free"))
+    return (
         per_gpu.sort("hour", "node", "gpu_uuid")
         .group_by("hour", "node", maintain_order=True)
-        .agg(
-            pl.col("model").first(),
-            pl.col("free").alias("gpu_free_milli"),
-            (pl.col("free") == 1000).sum().alias("whole"),
+        .agg(pl.col("model").first(), pl.col("free").alias("gpu_free_milli"))
+        .select(
+            "hour",
+            "model",
+            pl.lit(NO_CPU_LIMIT).alias("cpu_free_milli"),  # telemetry says nothing of CPU
+            "gpu_free_milli",
+            pl.lit(1).alias("n"),
         )
-        .with_columns(
-            pl.lit(10**9).alias("cpu_free_milli"),  # no CPU data: CPU never blocks
-            (pl.col("hour").cast(pl.Int64).cast(pl.String) + "/" + pl.col("node")).alias("key"),
+        .cast(STATE)
+    )
+
+
+def nodes_state(nodes: pl.DataFrame, allocs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Node state per hour from the node list (for a cluster without telemetry): every GPU of a node exists at
+    each hour start from its first to its last observation; allocations name their node.
+
+    The nodes no allocation touches at an hour are all free, so they are one row per (hour, model, GPUs, CPU)
+    standing for n nodes: a trace of 1,213 nodes over 3,585 hours is then ~100 thousand rows, not 4 million.
+    """
+    cpu = pl.col("labels").list.eval(pl.element().filter(pl.element().struct.field("key") == "cpu_milli"))
+    h0 = pl.max_horizontal("first_seen", pl.lit(start).dt.cast_time_unit("us"))
+    h0 = pl.when(h0.dt.truncate("1h") < h0).then(h0.dt.truncate("1h") + pl.duration(hours=1)).otherwise(h0)
+    h1 = pl.min_horizontal("last_seen", pl.lit(end).dt.cast_time_unit("us") - pl.duration(microseconds=1))
+    inv = (
+        nodes.filter((pl.col("gpu_count") > 0) & pl.col("gpu_model").is_not_null())
+        .select(
+            "node",
+            pl.col("gpu_model").alias("model"),
+            pl.col("gpu_count").cast(pl.Int64).alias("gpus"),
+            cpu.list.first().struct.field("value").cast(pl.Int64, strict=False).fill_null(NO_CPU_LIMIT).alias("cpu"),
+            h0.alias("h0"),
+            h1.alias("h1"),
+        )
+        .filter(pl.col("h0") <= pl.col("h1"))
+    )
+    if inv.is_empty():
+        return pl.DataFrame(schema=STATE)
+    group = ("model", "gpus", "cpu", "h0", "h1")
+    inv = inv.with_columns(pl.struct(group).rank("dense").alias("gid"))
+    hours = pl.datetime_ranges("h0", "h1", "1h").alias("hour")
+    groups = inv.group_by("gid", *group).agg(pl.len().alias("n")).with_columns(hours).explode("hour")
+    held = _held(allocs.filter(pl.col("gpu_uuid").is_not_null()), ("node", "gpu_uuid")).join(inv, on="node")
+    touched = (
+        held.filter(pl.col("hour").is_between("h0", "h1"))
+        .with_columns(FREE.alias("free"))
+        .sort("hour", "node", "gpu_uuid")
+        .group_by("hour", "node", maintain_order=True)
+        .agg(pl.col("gid", "model", "gpus", "cpu").first(), pl.col("free"))
+        .with_columns(  # the GPUs no allocation holds are whole
+            pl.concat_list("free", pl.lit(1000).repeat_by(pl.col("gpus") - pl.col("free").list.len())).alias("free")
         )
     )
-    frags = []
-    for (model,), nodes in state.partition_by("model", as_dict=True).items():
-        tt = task_types_of(jobs.filter(pl.col("gpu_model") == model))
-        if tt.height:
-            f = node_fragmentation(
-                nodes.select(pl.col("key").alias("node"), "model", "cpu_free_milli", "gpu_free_milli"), tt
-            )
-            frags.append(f.select(pl.col("node").alias("key"), "frag_milli"))
+    untouched = (
+        groups.join(touched.group_by("hour", "gid").agg(pl.len().alias("k")), on=["hour", "gid"], how="left")
+        .with_columns((pl.col("n") - pl.col("k").fill_null(0)).alias("n"))
+        .filter(pl.col("n") > 0)
+        .with_columns(pl.lit(1000).repeat_by(pl.col("gpus")).alias("free"))
+    )
+    cols = ("hour", "model", pl.col("cpu").alias("cpu_free_milli"), pl.col("free").alias("gpu_free_milli"))
+    return pl.concat(
+        [touched.select(*cols, pl.lit(1).alias("n")).cast(STATE), untouched.select(*cols, "n").cast(STATE)]
+    ).sort("hour", "model")
+
+
+def fragmentation_series(
+    hourly: pl.LazyFrame | None,
+    allocs: pl.DataFrame,
+    jobs: pl.DataFrame,
+    start: dt.datetime,
+    end: dt.datetime,
+    cluster: str = "default",
+    nodes: pl.DataFrame | None = None,
+    shapes: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """One row per (hour, gpu_model) in [start, end): gpus, free_gpus, fragmented_gpus, frag_rate, stranded_*.
+
+    hourly: gpu_hourly rows (the inventory from telemetry), or None with `nodes` (latest_nodes: the inventory of a
+    cluster without telemetry; allocs then need a node column). shapes: pod_shapes rows, the workload M, else
+    each model's jobs. Vectorised over hours, and the FGD metric runs once per distinct node state, not per node.
+    """
+    state = telemetry_state(hourly, allocs, start, end) if nodes is None else nodes_state(nodes, allocs, start, end)
+    if state.is_empty():
+        return pl.DataFrame()
+    free = pl.col("gpu_free_milli")
+    state = state.with_columns(
+        (
+            pl.col("model")
+            + "/"
+            + pl.col("cpu_free_milli").cast(pl.String)
+            + "/"
+            + free.cast(pl.List(pl.String)).list.join(",")
+        ).alias("key"),
+        free.list.eval(pl.element() == 1000).list.sum().cast(pl.Int64).alias("whole"),
+    )
+    distinct = state.unique("key", maintain_order=True).select(
+        pl.col("key").alias("node"), "model", "cpu_free_milli", "gpu_free_milli"
+    )
+    if shapes is not None and shapes.height:
+        tt = task_types_of_shapes(shapes)
+        parts = [(distinct, tt)]
+    else:
+        parts = [
+            (d, task_types_of(jobs.filter(pl.col("gpu_model") == model)))
+            for (model,), d in distinct.partition_by("model", as_dict=True).items()
+        ]
+    frags = [
+        node_fragmentation(d, tt).select(pl.col("node").alias("key"), "frag_milli") for d, tt in parts if tt.height
+    ]
     frag = pl.concat(frags) if frags else pl.DataFrame(schema={"key": pl.String, "frag_milli": pl.Float64})
-    w = pl.col("whole")
+    w, n = pl.col("whole"), pl.col("n")
     out = (
         state.join(frag, on="key", how="left")
         .group_by("hour", "model")
         .agg(
-            pl.col("gpu_free_milli").list.len().sum().cast(pl.Int64).alias("gpus"),
-            (pl.col("gpu_free_milli").list.sum().sum() / 1000).alias("free_gpus"),
+            (free.list.len() * n).sum().cast(pl.Int64).alias("gpus"),
+            ((free.list.sum() * n).sum() / 1000).alias("free_gpus"),
             pl.when(pl.col("frag_milli").is_not_null().all())
-            .then(pl.col("frag_milli").sum() / 1000)
+            .then((pl.col("frag_milli") * n).sum() / 1000)
             .alias("fragmented_gpus"),
-            *[pl.when(w < n).then(w).otherwise(0).sum().cast(pl.Int64).alias(f"stranded_{n}gpu") for n in SIZES],
+            *[
+                pl.when(w < size).then(w * n).otherwise(0).sum().cast(pl.Int64).alias(f"stranded_{size}gpu")
+                for size in SIZES
+            ],
         )
         .with_columns(
             pl.when(pl.col("free_gpus") > 0).then(pl.col("fragmented_gpus") / pl.col("free_gpus")).alias("frag_rate"),
@@ -121,7 +243,7 @@ def fragmentation_series(
             "free_gpus",
             pl.col("fragmented_gpus").cast(pl.Float64),
             "frag_rate",
-            *[f"stranded_{n}gpu" for n in SIZES],
+            *[f"stranded_{size}gpu" for size in SIZES],
         )
         .sort("ts", "gpu_model")
     )

@@ -25,7 +25,7 @@ from analytics.cost_allocation import cost_allocation
 from analytics.decisions import checked_models, decayed_usage, decisions
 from analytics.fleet import fleet_hourly
 from analytics.forecast import demand_forecast
-from analytics.frag_series import fragmentation_series
+from analytics.frag_series import fragmentation_series, latest_nodes
 from analytics.gpu_hourly import gpu_5min, gpu_hourly
 from analytics.jobs import job_stats, latest, with_use_and_cost
 from analytics.queue_time import queue_depth
@@ -334,18 +334,21 @@ def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) 
     """Hourly fragmentation, incremental like the rollups (from the watermark minus the look-back)."""
     t0 = time.perf_counter()
     hourly = scan(lake, "gpu_hourly")
+    # A cluster without telemetry (an imported trace) takes its inventory from the nodes table.
+    nodes = None if has_data(lake, "gpu_hourly") else latest_nodes(scan(lake, "nodes"), cfg.cluster)
     wm = watermark(lake, "fragmentation")
     if wm is None:
-        first = hourly.select(pl.col("hour").min()).collect().item()
+        first = hourly.select(pl.col("hour").min()).collect().item() if nodes is None else nodes["first_seen"].min()
         if first is None:
             return None
         lo = first
     else:
         lo = dt.datetime.fromtimestamp(wm - LOOKBACK_S - (wm - LOOKBACK_S) % 3600, dt.timezone.utc)
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
-    allocs = _allocations(lake, now).select("gpu_uuid", "share", "start", "end").collect()
+    allocs = _allocations(lake, now).select("node", "gpu_uuid", "share", "start", "end").collect()
     jobs = _stats(lake, now).select("gpu_model", "gpus").collect()
-    out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster)
+    shapes = scan(lake, "pod_shapes").filter(pl.col("cluster") == cfg.cluster).collect()
+    out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster, nodes, shapes)
     if out.height:
         out = _keep_rows_before(lake, "fragmentation", out.with_columns(pl.col("ts").dt.date().alias("date")), lo)
         writer.write_partitions("fragmentation", out, "fragmentation")

@@ -185,6 +185,26 @@ NODES = Table(
     ),
 )
 
+POD_SHAPES = Table(
+    "pod_shapes",
+    "one pod shape (CPU, GPU share, GPUs, allowed models) of an imported workload and how many pods had it: the "
+    "fragmentation metric's target workload M, CPU-only pods included",
+    "last_seen",
+    (
+        _CLUSTER,
+        _c("workload", pl.String, "the pod list it counts, e.g. alibaba-2023/default", False),
+        _c("cpu_milli", pl.Int64, "CPU request, milli-cores", False),
+        _c("gpu_milli", pl.Int64, "share of each GPU, milli-GPU (1000 = whole; 0 for a CPU-only pod)", False),
+        _c("num_gpu", pl.Int64, "GPUs asked for (0 for a CPU-only pod)", False),
+        _c("gpu_spec", pl.String, "allowed GPU models, '|'-separated; empty = any", False),
+        _c("pods", pl.Int64, "pods of this shape in the workload", False),
+        _c("first_seen", UTC_US, "start of the time the workload covers (the trace's origin), UTC", False),
+        _c("last_seen", UTC_US, "end of the time the workload covers (the trace's last event), UTC", False),
+        _c("source", pl.String, "collector source (import)", False),
+        _DATE,
+    ),
+)
+
 HEALTH_EVENTS = Table(
     "health_events",
     "one health event",
@@ -490,7 +510,7 @@ FRAGMENTATION = Table(
         _c("ts", UTC_US, "the hour (state at its start), UTC", False),
         _CLUSTER,
         _c("gpu_model", pl.String, "GPU model", False),
-        _c("gpus", pl.Int64, "physical GPUs of the model that reported that hour"),
+        _c("gpus", pl.Int64, "physical GPUs of the model that reported that hour (no telemetry: in the node list)"),
         _c("free_gpus", pl.Float64, "unallocated GPU capacity, in GPUs (shares summed)"),
         _c("fragmented_gpus", pl.Float64, "FGD fragmentation F(M) of that capacity for the model's workload, in GPUs"),
         _c("frag_rate", pl.Float64, "fragmented_gpus / free_gpus"),
@@ -573,7 +593,7 @@ DEMAND_FORECAST = Table(
     ),
 )
 
-RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, HEALTH_EVENTS, ADMISSION_DECISIONS)
+RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, POD_SHAPES, HEALTH_EVENTS, ADMISSION_DECISIONS)
 DERIVED_TABLES = (
     GPU_HOURLY,
     FLEET_HOURLY,

@@ -8,7 +8,7 @@ SELECT
     ts,                                                      -- TIMESTAMP WITH TIME ZONE: the hour (state at its start), UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
     gpu_model,                                               -- VARCHAR: GPU model
-    gpus,                                                    -- BIGINT: physical GPUs of the model that reported that hour
+    gpus,                                                    -- BIGINT: physical GPUs of the model that reported that hour (no telemetry: in the node list)
     free_gpus,                                               -- DOUBLE: unallocated GPU capacity, in GPUs (shares summed)
     fragmented_gpus,                                         -- DOUBLE: FGD fragmentation F(M) of that capacity for the model's workload, in GPUs
     frag_rate,                                               -- DOUBLE: fragmented_gpus / free_gpus

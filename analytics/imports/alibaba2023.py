@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ POD_COLUMNS = (
 PHASES = {"Pending": "pending", "Running": "running", "Succeeded": "succeeded", "Failed": "failed"}
 FULL_GPU_MILLI = 1000
 CPU_ONLY = "CPU-only pod (num_gpu 0): not a GPU job"
+TRACE_ENDED = "TraceEnded"  # reason of a pod still running (or pending) at the trace's last event
 JOB_ID_PREFIX = "alibaba-2023"
 _WORKLOAD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,60}$")
 
@@ -140,6 +142,10 @@ def import_alibaba_2023(
     job_rows = [_job_row(p, placements[p.name], model_of, cfg.cluster, workload, origin_us, end_s) for p in gpu_pods]
     report.files = writer.write("nodes", frame_from_rows("nodes", node_rows), f"alibaba2023-nodes-{key}")
     report.files += writer.write("jobs", frame_from_rows("jobs", job_rows), f"alibaba2023-{workload}-{key}")
+    shape_rows = _shape_rows(pods, cfg.cluster, workload, origin_us, origin_us + end_s * 1_000_000)
+    report.files += writer.write(
+        "pod_shapes", frame_from_rows("pod_shapes", shape_rows), f"alibaba2023-{workload}-{key}"
+    )
     report.nodes_imported = len(node_rows)
     report.rows_imported = len(job_rows)
     report.seconds = time.perf_counter() - started
@@ -356,6 +362,33 @@ def _node_row(node: Node, cluster: str, first_us: int, last_us: int) -> dict:
     }
 
 
+def _shape_rows(pods: Sequence[Pod], cluster: str, workload: str, first_us: int, last_us: int) -> list[dict]:
+    """Pods per (cpu_milli, gpu_milli, num_gpu, gpu_spec), CPU-only pods included: the FGD metric's target workload
+    M is built from the whole pod list (FRAGMENTATION.md), and jobs keep neither CPU requests nor CPU-only pods.
+
+    As the artifact reads a pod list, a pod asking for no GPU carries no GPU share or model constraint.
+    """
+    counts = Counter(
+        (p.cpu_milli, p.gpu_milli, p.num_gpu, "|".join(p.gpu_spec)) if p.num_gpu else (p.cpu_milli, 0, 0, "")
+        for p in pods
+    )
+    return [
+        {
+            "cluster": cluster,
+            "workload": f"{JOB_ID_PREFIX}/{workload}",
+            "cpu_milli": cpu,
+            "gpu_milli": milli,
+            "num_gpu": gpus,
+            "gpu_spec": spec,
+            "pods": n,
+            "first_seen": first_us,
+            "last_seen": last_us,
+            "source": "import",
+        }
+        for (cpu, milli, gpus, spec), n in sorted(counts.items())
+    ]
+
+
 def _job_row(
     p: Pod, where: Placement, model_of: dict[str, str | None], cluster: str, workload: str, origin_us: int, end_s: int
 ) -> dict:
@@ -365,7 +398,10 @@ def _job_row(
     status, reason, finished = PHASES[p.phase], None, p.deleted_s
     if p.phase in ("Running", "Pending"):
         if p.deleted_s is None or p.deleted_s >= end_s:
-            finished = None  # deleted at the trace's last instant: the trace stopped watching, the pod lives on
+            # Alive when the trace stopped watching (no deletion time, or one at its last event). A trace is
+            # history: left open, the pod would run to the analysis time (years after a 150-day trace). Close
+            # it at the trace's end and keep its phase, with a reason saying it was still alive then.
+            finished, reason = end_s, TRACE_ENDED
         else:
             # Deleted before it finished: what the k8s source records for such a pod (collector/k8s/pods.py).
             status, reason = "cancelled", "Deleted"

@@ -257,7 +257,9 @@ def test_placement_replay_on_a_tiny_trace(tmp_path):
     lake, report = tiny_lake(tmp_path)
     got = jobs(lake)
     assert {r["pod"]: (r["node"], r["gpu_uuids"]) for r in got.iter_rows(named=True)} == EXPECTED_PLACEMENT
-    reasons = {r["pod"]: r["reason"] for r in got.iter_rows(named=True) if r["reason"] not in (None, "Deleted")}
+    reasons = {
+        r["pod"]: r["reason"] for r in got.iter_rows(named=True) if r["reason"] not in (None, "Deleted", "TraceEnded")
+    }
     assert reasons == {
         "p5": "unplaced: no node had 2 GPU(s) of model T4 with 1000 milli free, 1000 CPU milli and 1024 MiB free "
         "at the scheduled time",
@@ -283,8 +285,9 @@ def test_tiny_trace_rows_map_times_status_and_shares(tmp_path):
     assert (p3["gpus"], p3["gpu_sharing"], p3["source"]) == (0.5, "fraction", "import")
     assert (rows["pm"]["gpus"], rows["pm"]["gpu_sharing"]) == (2.0, "exclusive")
     assert rows["p2"]["status"] == "failed" and rows["p2"]["queue"] == "BE"
-    # Running at the trace's last second (1000): still open, not finished.
-    assert (rows["p9"]["status"], rows["p9"]["finished_at"], rows["p9"]["updated_at"]) == ("running", None, s(95))
+    # Running at the trace's last second (1000): still running then, closed there (a trace is history).
+    assert (rows["p9"]["status"], rows["p9"]["reason"]) == ("running", "TraceEnded")
+    assert (rows["p9"]["finished_at"], rows["p9"]["updated_at"]) == (s(1000), s(1000))
     assert rows["p9"]["gpu_model"] == "G2"  # the model of the node it was placed on
     # Running, or Pending, but deleted before the end: cancelled, as the k8s source records a deleted pod.
     assert (rows["p1"]["status"], rows["p1"]["reason"], rows["p1"]["finished_at"]) == ("cancelled", "Deleted", s(100))
@@ -330,10 +333,10 @@ def test_origin_moves_every_time(tmp_path):
 def test_trace_import_is_idempotent(tmp_path):
     lake, first = tiny_lake(tmp_path)
     before_jobs, before_nodes = jobs(lake), scan(lake, "nodes").collect().sort("node")
-    files = sorted(table_files(lake, "jobs") + table_files(lake, "nodes"))
+    files = sorted(table_files(lake, "jobs") + table_files(lake, "nodes") + table_files(lake, "pod_shapes"))
     _, second = tiny_lake(tmp_path)
     assert sorted(second.files) == sorted(first.files) == files
-    assert sorted(table_files(lake, "jobs") + table_files(lake, "nodes")) == files
+    assert sorted(table_files(lake, "jobs") + table_files(lake, "nodes") + table_files(lake, "pod_shapes")) == files
     assert jobs(lake).equals(before_jobs) and scan(lake, "nodes").collect().sort("node").equals(before_nodes)
 
 
@@ -364,7 +367,7 @@ def test_trace_inputs_that_cannot_be_imported(tmp_path):
     with pytest.raises(
         ImportFileError,
         match=r"openb_pod_list_nope\.csv: no such pod list; workloads in .*: "
-        r"bad, default, notimes",
+        r"bad, default, notimes, open",
     ):
         import_alibaba_2023(TINY, tmp_path, defaults(), workload="nope")
     with pytest.raises(UsageError, match="workload '../default'"):
