@@ -25,6 +25,7 @@ DEFAULT_ORIGIN = dt.datetime(2025, 1, 1, tzinfo=UTC)
 COLUMNS = ("instance_sn", "role", "app_name", "gpu_request", "creation_time", "scheduled_time", "deletion_time")
 CPU_ONLY = "CPU-node instance (gpu_request 0): not a GPU job"
 JOB_ID_PREFIX = "alibaba-2025"
+TRACE_ENDED = "TraceEnded"  # reason of an instance still alive at the window's last event
 
 
 class _Bad(Exception):
@@ -59,12 +60,13 @@ def import_alibaba_2025(
     origin_us = to_us(origin)
     seen: dict[str, int] = {}
     rows: list[dict] = []
+    end_us = 0  # the window's last event (after second 0), over every valid row
     for line, record in records:
         report.rows_read += 1
         try:
             if isinstance(record, str):
                 raise _Bad(record)
-            row = _row(record, cfg.cluster, tenant_of, origin_us)
+            row, last_us = _row(record, cfg.cluster, tenant_of, origin_us)
             name = record["instance_sn"].strip()
             if name in seen:
                 raise _Bad(f"instance {name!r} listed twice (first on line {seen[name]})")
@@ -72,11 +74,18 @@ def import_alibaba_2025(
             report.reject(path, line, str(e))
             continue
         seen[name] = line
+        end_us = max(end_us, last_us)
         if row is None:
             report.skip(CPU_ONLY)
         else:
             rows.append(row)
 
+    for row in rows:
+        if row["finished_at"] is None:
+            # Alive when the window ended. A trace is history: left open, the instance would hold its GPU up to
+            # the analysis time (docs/imports.md). Close it at the window's last event, saying it was still alive.
+            row["finished_at"] = row["updated_at"] = origin_us + end_us
+            row["reason"] = TRACE_ENDED
     if rows:
         writer = LakeWriter(lake)
         writer.init()
@@ -101,8 +110,9 @@ def _seconds(record: dict, name: str) -> int | None:
     return round(s * 1_000_000)  # the trace writes 1000594.0000000001 for 1000594: keep whole microseconds
 
 
-def _row(record: dict, cluster: str, tenant_of: dict[str, str], origin_us: int) -> dict | None:
-    """One `jobs` row for a GPU instance, None for a CPU-node instance, or _Bad naming the problem."""
+def _row(record: dict, cluster: str, tenant_of: dict[str, str], origin_us: int) -> tuple[dict | None, int]:
+    """One `jobs` row for a GPU instance (None for a CPU-node instance) and the row's latest time in microseconds
+    after second 0 (0 when it has none), or _Bad naming the problem."""
     name = record["instance_sn"].strip()
     if not name:
         raise _Bad("missing value for instance_sn")
@@ -119,8 +129,9 @@ def _row(record: dict, cluster: str, tenant_of: dict[str, str], origin_us: int) 
         if tb < ta:
             raise _Bad(f"{b} {record[b].strip()} is before {a} {record[a].strip()}")
     created, scheduled, deleted = times.values()
+    last = max((t for _, t in known), default=0)
     if gpus == 0:
-        return None
+        return None, last
     if deleted is not None:
         # Deleted inside the window: what the k8s source records for a pod deleted before it finished.
         status, reason = "cancelled", "Deleted"
@@ -128,6 +139,12 @@ def _row(record: dict, cluster: str, tenant_of: dict[str, str], origin_us: int) 
         status, reason = "running", None  # scheduled in the window, or already running when it began
     else:
         status, reason = "pending", None
+    if created is None:
+        # Already there when the window began (the trace writes no time from before it): it holds its GPU from
+        # second 0 on, the earliest the trace vouches for. Left null, it would hold nothing and have no time to
+        # be analysed at. (In the published trace no instance is created at second 0, so 0 tells these apart.)
+        created = 0
+        scheduled = 0 if scheduled is None else scheduled
     # The latest transition the trace saw; an instance with none was running from second 0 on.
     updated = next((t for t in (deleted, scheduled, created) if t is not None), 0)
     app = record["app_name"].strip() or None
@@ -151,4 +168,4 @@ def _row(record: dict, cluster: str, tenant_of: dict[str, str], origin_us: int) 
         "reason": reason,
         "node": None,
         "source": "import",
-    }
+    }, last

@@ -505,10 +505,11 @@ def test_dlrm_tiny_trace(tmp_path):
     got = {r["pod"]: r for r in jobs(tmp_path).iter_rows(named=True)}
     cols = ("status", "reason", "submitted_at", "scheduled_at", "finished_at", "updated_at")
     assert {k: tuple(r[c] for c in cols) for k, r in got.items()} == {
-        "i-always": ("running", None, None, None, None, s(0)),  # alive across the whole window
-        "i-new": ("running", None, s(100), s(160.5), None, s(160.5)),  # 100.0000000001 s: whole microseconds
+        # Alive across the whole window: there from second 0, and closed at the window's last event (7,200.25 s).
+        "i-always": ("running", "TraceEnded", s(0), s(0), s(7200.25), s(7200.25)),
+        "i-new": ("running", "TraceEnded", s(100), s(160.5), s(7200.25), s(7200.25)),  # 100.0000000001 s: whole us
         "i-short": ("cancelled", "Deleted", s(200), s(200), s(3800), s(3800)),
-        "i-old": ("cancelled", "Deleted", None, None, s(7200.25), s(7200.25)),
+        "i-old": ("cancelled", "Deleted", s(0), s(0), s(7200.25), s(7200.25)),  # there when the window began
     }
     assert {k: (r["namespace"], r["tenant"]) for k, r in got.items()} == {
         "i-always": ("app_0", "ads"),
@@ -539,7 +540,8 @@ def test_dlrm_real_trace(tmp_path):
         "cancelled": 4064,
     }
     n_apps, created_before = q.execute(
-        "SELECT count(DISTINCT namespace), count(*) FILTER (WHERE submitted_at IS NULL) FROM jobs"
+        "SELECT count(DISTINCT namespace), count(*) FILTER (WHERE submitted_at = TIMESTAMPTZ '2025-01-01 00:00Z') "
+        "FROM jobs"
     ).rows[0]
     # README: 7,280 rows have no creation_time; 3,123 of them are GPU instances (the rest are CPU-node ones).
     assert (n_apps, created_before) == (156, 3123)

@@ -154,3 +154,25 @@ def test_openb_hourly_fragmentation_stays_at_the_empty_cluster_rate(openb_analys
     assert h.filter((pl.col("rate") < lower - 1e-12) | (pl.col("rate") > upper + 1e-12)).is_empty()
     assert h["held"].max() < 65_600  # the trace README: at most 65.6 GPUs requested at once
     assert h["rate"].mean() == pytest.approx(f0 / u0, abs=0.0005)
+
+
+def test_dlrm_window_bounds_its_history(tmp_path):
+    """alibaba-2025: instances alive before the window hold their GPU from second 0, those alive after it to its
+    last event (7,200.25 s in the tiny trace). Left open (or with no start), `analyze` ran them to the analysis time
+    or failed on a job with no submission time."""
+    from analytics.imports.alibaba2025 import DEFAULT_ORIGIN as ORIGIN_2025
+    from analytics.imports.alibaba2025 import import_alibaba_2025
+
+    import_alibaba_2025(TINY.parent / "alibaba2025_tiny", tmp_path, defaults())
+    run(tmp_path, until_s=LATER.timestamp(), cfg=defaults())
+    allocs = scan(tmp_path, "gpu_allocations").sort("job_id").collect()
+    end = ORIGIN_2025 + dt.timedelta(seconds=7200.25)
+    assert allocs.select(pl.col("job_id").str.extract(r"/(.*)$"), "start", "end").rows() == [
+        ("i-always", ORIGIN_2025, end),
+        ("i-new", ORIGIN_2025 + dt.timedelta(seconds=160.5), end),
+        ("i-old", ORIGIN_2025, end),
+        ("i-short", ORIGIN_2025 + dt.timedelta(seconds=200), ORIGIN_2025 + dt.timedelta(seconds=3800)),
+    ]
+    # GPU-hours: 2.000069 + 1.955625 + 2.000069 + 1.0 = 6.955764 (no rate for an unknown model: only hours)
+    held = scan(tmp_path, "cost_allocation").filter(pl.col("job_id").is_not_null()).collect()["gpu_hours"].sum()
+    assert held == pytest.approx(2 * 7200.25 / 3600 + (7200.25 - 160.5) / 3600 + 1.0)
