@@ -103,7 +103,7 @@ def _write(df: pl.DataFrame, out: Path, fmt: str) -> None:
 
 
 _FOCUS_TYPES = {pl.Decimal: "Decimal", pl.Datetime: "DateTime", pl.String: "String", pl.Boolean: "Boolean"}
-_JSON_COLUMNS = {"Tags", "AllocatedTags", "AllocatedMethodDetails"}
+_JSON_COLUMNS = {"Tags", "AllocatedTags", "AllocatedMethodDetails", "SkuPriceDetails"}
 
 
 def metadata(df: pl.DataFrame) -> dict:

@@ -62,6 +62,9 @@ SELECT
     unit_price AS ContractedUnitPrice,                        -- Decimal: USD per GPU-hour (the rate card)
     cost AS EffectiveCost,                                    -- Decimal: no discounts or prepayments
     host AS HostProviderName,                                 -- String: who hosts the GPUs ([finops] host_provider_name)
+    -- The monthly chargeback of the billing account is the invoice (provisional until the month ends): one id per
+    -- cluster and month, so each InvoiceId belongs to exactly one BillingAccountId.
+    CAST(cluster AS VARCHAR) || '/' || strftime(billing_month_utc, '%Y-%m') AS InvoiceId, -- String: cluster/YYYY-MM
     provider AS InvoiceIssuerName,                            -- String: [finops] provider_name
     cost AS ListCost,                                         -- Decimal: ListUnitPrice x PricingQuantity
     unit_price AS ListUnitPrice,                              -- Decimal: USD per GPU-hour (the rate card)
@@ -79,6 +82,11 @@ SELECT
     'Other (Compute)' AS ServiceSubcategory,                  -- String: a subcategory of Compute
     coalesce(rate_model, gpu_model) AS SkuId,                 -- String: the rate card entry
     'GPU Time' AS SkuMeter,                                   -- String
+    -- The rate card is the price list: one GPU per GPU-hour priced, and the [[rates]] entry that priced it. Null
+    -- exactly when SkuPriceId is (no rate); no price or date in it, so every charge of a SkuPriceId has the same.
+    CASE WHEN unit_price IS NOT NULL AND coalesce(rate_model, gpu_model) IS NOT NULL THEN CAST(json_object(
+        'GpuCount', 1, 'x_RateCardModel', coalesce(rate_model, gpu_model)) AS VARCHAR)
+    END AS SkuPriceDetails,                                   -- JSON: FOCUS GpuCount, and x_RateCardModel
     coalesce(rate_model, gpu_model) || '@' || CAST(unit_price AS VARCHAR) AS SkuPriceId, -- String: SKU and price
     CAST(CASE
         WHEN is_split THEN origin_tags  -- a dimension: the same on every split of one origin

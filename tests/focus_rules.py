@@ -11,7 +11,11 @@ What the module checks and what it leaves out:
 
 * Presence: every Mandatory column (including the deprecated ProviderName and PublisherName, which 1.3 still says
   "MUST be present in a Cost and Usage FOCUS dataset").  Conditional and Recommended columns depend on what the data
-  generator supports, which a dataset cannot tell, so their absence is never reported.
+  generator supports, which a dataset mostly cannot tell: their absence is reported only where the data shows the
+  condition (SkuPriceDetails when ListUnitPrice holds a published list price), or when the caller names them as
+  supported (``check_focus(df, supported=(...))``).
+* Associations across rows: an InvoiceId belongs to one BillingAccountId (invoiceid.md), and a SkuPriceId has one
+  SkuPriceDetails (skupricedetails.md: "associated with a given SkuPriceId", shared by all its charges).
 * Names and order (attributes/column_handling.md): a column that is not FOCUS must start with ``x_``; custom columns
   SHOULD come after all FOCUS columns (a SHOULD in the spec, checked because gpuledger promises it).
 * Types, nulls, allowed values and the conditional nullability written in each column's Requirements section.
@@ -405,11 +409,24 @@ def _canonical_json(text):
 # -- Structure: presence, names, order, types -----------------------------------------------------------------------
 
 
-def _check_structure(df):
+def _check_structure(df, supported=()):
     out = []
     for column, spec in COLUMNS.items():
         if spec["level"] == MANDATORY and column not in df.columns:
             out.append(f"{column}: [missing-mandatory] Mandatory FOCUS 1.3 column is not present ({spec['source']})")
+        elif column in supported and column not in df.columns:
+            out.append(
+                f"{column}: [missing-supported] {spec['level']} column the data generator supports is not present "
+                f"({spec['source']})"
+            )
+    # skupricedetails.md: "MUST be present ... when the provider supports unit pricing concepts and publishes price
+    # lists"; a non-null ListUnitPrice is a published list price.
+    if "SkuPriceDetails" not in df.columns and "SkuPriceDetails" not in supported and "ListUnitPrice" in df.columns:
+        if df["ListUnitPrice"].null_count() < df.height:
+            out.append(
+                "SkuPriceDetails: [missing-conditional] MUST be present when unit prices come from a published price "
+                "list (ListUnitPrice is not null) (skupricedetails.md)"
+            )
     for column in df.columns:
         if column not in COLUMNS and not column.startswith("x_"):
             out.append(
@@ -859,13 +876,51 @@ def _check_periods(df, typed):
     return out
 
 
-def check_focus(df: pl.DataFrame) -> list[str]:
+# (column reported, grouping column, column that must have one value per group, rule, text): many-to-one rules.
+_ASSOCIATIONS = (
+    (
+        "InvoiceId",
+        "InvoiceId",
+        "BillingAccountId",
+        "one-billing-account",
+        "MUST be associated with one and only one BillingAccountId (invoiceid.md)",
+    ),
+    (
+        "SkuPriceDetails",
+        "SkuPriceId",
+        "SkuPriceDetails",
+        "one-per-sku-price",
+        "MUST be associated with a given SkuPriceId: one SkuPriceDetails per SkuPriceId (skupricedetails.md)",
+    ),
+)
+
+
+def _check_associations(df, typed):
+    """Each value of the grouping column goes with one value of the other (rows with a null in either left out)."""
+    out = []
+    for column, group, value, rule, text in _ASSOCIATIONS:
+        if not {group, value} <= typed:
+            continue
+        groups = df[group].to_list()
+        values = [_canonical_json(v) if COLUMNS[value]["type"] == JSON else v for v in df[value].to_list()]
+        seen = {}
+        for g, v in zip(groups, values, strict=True):
+            if g is not None and v is not None:
+                seen.setdefault(g, set()).add(v)
+        split = {g for g, vs in seen.items() if len(vs) > 1}
+        rows = [i for i, (g, v) in enumerate(zip(groups, values, strict=True)) if g in split and v is not None]
+        _flag_rows(out, df, column, rule, text, rows, (group, value))
+    return out
+
+
+def check_focus(df: pl.DataFrame, supported: tuple[str, ...] = ()) -> list[str]:
     """Every FOCUS 1.3 Cost and Usage violation in ``df``, one line each: '<Column>: [<rule>] <text>; ...'.
 
     Row-level lines give the number of offending rows and the first offending row index (0-based) with its values.
-    Value rules are skipped for a column whose type is wrong (that is reported once under [type]).
+    Value rules are skipped for a column whose type is wrong (that is reported once under [type]). ``supported``
+    names Conditional or Recommended columns the data generator supports, which must then be present.
     """
-    out = _check_structure(df)
+    out = _check_structure(df, supported)
     type_errors, typed = _check_types(df)
     out += type_errors
     out += _check_values(df, typed)
@@ -873,6 +928,7 @@ def check_focus(df: pl.DataFrame) -> list[str]:
     out += _check_conditional(df)
     out += _check_unit_price_products(df, typed)
     out += _check_periods(df, typed)
+    out += _check_associations(df, typed)
     return out
 
 

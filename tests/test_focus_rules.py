@@ -82,6 +82,7 @@ def gpu_dataset() -> pl.DataFrame:
                 "ContractedUnitPrice": CONTRACTED_PRICE,
                 "EffectiveCost": CONTRACTED_PRICE * quantity,
                 "HostProviderName": ORG,
+                "InvoiceId": "lab/2026-11",
                 "InvoiceIssuerName": ORG,
                 "ListCost": LIST_PRICE * quantity,
                 "ListUnitPrice": LIST_PRICE,
@@ -303,8 +304,24 @@ FOCUS_CASES = [
     ),
     (
         "SkuPriceDetails key not FOCUS nor x_",
-        set_cell("SkuPriceDetails", 0, '{"Gpus": 1}'),
+        set_column("SkuPriceDetails", pl.lit('{"Gpus": 1}')),
         ["SkuPriceDetails: [property-key]"],
+    ),
+    # presence a dataset can show, and associations across rows
+    (
+        "no SkuPriceDetails beside list prices",
+        drop("SkuPriceDetails"),
+        ["SkuPriceDetails: [missing-conditional]"],
+    ),
+    (
+        "two SkuPriceDetails for one SkuPriceId",
+        set_cell("SkuPriceDetails", 0, '{"GpuCount": 2, "x_GpuModel": "H100 SXM 80GB"}'),
+        ["SkuPriceDetails: [one-per-sku-price]"],
+    ),
+    (
+        "one InvoiceId for two billing accounts",
+        set_cell("BillingAccountId", 0, "cluster-other"),
+        ["InvoiceId: [one-billing-account]"],
     ),
     (
         "AllocatedTags repeats a tag of Tags",
@@ -428,6 +445,18 @@ FOCUS_CASES = [
 def test_one_mutation_gives_exactly_its_violation(mutate, expected):
     violations = check_focus(mutate(gpu_dataset()))
     assert [head(v) for v in violations] == expected, violations
+
+
+def test_supported_columns_must_be_present():
+    # InvoiceId is Recommended: its absence is reported only when the data generator says it supports invoices.
+    df = drop("InvoiceId")(gpu_dataset())
+    assert check_focus(df) == []
+    assert [head(v) for v in check_focus(df, supported=("InvoiceId", "SkuPriceDetails"))] == [
+        "InvoiceId: [missing-supported]"
+    ]
+    # Without list prices, nothing shows a price list: SkuPriceDetails may be absent unless said supported.
+    no_list = drop("SkuPriceDetails")(gpu_dataset()).with_columns(pl.lit(None, dtype=MONEY).alias("ListUnitPrice"))
+    assert "SkuPriceDetails: [missing-conditional]" not in [head(v) for v in check_focus(no_list)]
 
 
 def test_row_level_messages_name_the_first_offending_row_and_value():

@@ -20,6 +20,9 @@ from gpuledger.query import Lake
 
 UTC = dt.timezone.utc
 ONLY_A100 = [Rate("A100", 1.0, START)]  # a rate card with no price for the H100s of the hand case
+# Optional FOCUS columns gpuledger supports, so they must be there: the rate card is a published price list, and the
+# monthly chargeback is the invoice.
+SUPPORTED = ("SkuPriceDetails", "InvoiceId", "ChargeFrequency", "ServiceSubcategory", "AllocatedMethodDetails")
 
 
 def write_lake(tmp_path, rows: pl.DataFrame):
@@ -63,6 +66,13 @@ def test_rows_and_exact_costs_by_hand(lake):
     d = row[(None, at(2, 0), "D")]  # on no known GPU: an ordinary charge, not a split
     assert d["AllocatedMethodId"] is None and d["ResourceType"] is None and d["BilledCost"] == Decimal("2")
     assert f["BilledCost"].sum() == Decimal("174")  # G1 88 + G2 84 + D 2, as in test_cost_allocation
+    # The rate card is the price list: one GPU per GPU-hour priced, and the [[rates]] entry; the same for every charge
+    # of a SkuPriceId ("H100@2.000000" and "H100@5.000000" are two prices of one entry).
+    assert {(r["SkuPriceId"], r["SkuPriceDetails"]) for r in f.iter_rows(named=True)} == {
+        ("H100@2.000000", '{"GpuCount":1,"x_RateCardModel":"H100"}'),
+        ("H100@5.000000", '{"GpuCount":1,"x_RateCardModel":"H100"}'),
+    }
+    assert set(f["InvoiceId"]) == {"c/2026-11"}  # the month's chargeback of cluster c
     assert set(f["BillingPeriodStart"]) == {dt.datetime(2026, 11, 1, tzinfo=UTC)}
     assert set(f["BillingPeriodEnd"]) == {dt.datetime(2026, 12, 1, tzinfo=UTC)}
 
@@ -249,7 +259,7 @@ def exported(lake, tmp_path, ext):
 def test_the_hand_case_export_conforms(lake, tmp_path, ext):
     f = exported(lake, tmp_path, ext)
     assert f.height == 10
-    assert check_focus(f) == []
+    assert check_focus(f, supported=SUPPORTED) == []
     origins = origins_from_cost_allocation(lake)
     if ext == "csv":
         origins = origins.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%SZ") for c in ORIGIN_KEY[1:])
@@ -262,7 +272,7 @@ def test_a_simulated_month_conforms_and_adds_up_to_the_fleet_cost(analysed_lake,
     # small_lake's one day is 2026-11-01 (it ends at 2026-11-02 00:00): all of it in the 2026-11 billing period.
     f = exported(analysed, tmp_path, ext)
     assert f.height > 20
-    assert check_focus(f) == []
+    assert check_focus(f, supported=SUPPORTED) == []
     origins = origins_from_cost_allocation(analysed)
     if ext == "csv":
         origins = origins.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%SZ") for c in ORIGIN_KEY[1:])
