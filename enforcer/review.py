@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -21,6 +22,10 @@ KIND = "AdmissionReview"
 # oldObject, so twice that is the most a real one holds.
 MAX_BODY_BYTES = 6 * 1024 * 1024
 MAX_INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default: int() of a longer string raises
+# A UTF-16 surrogate, as a JSON escape or as the bytes json.loads lets through: one left unpaired decodes to a
+# string that cannot be encoded again, and would fail the response (a 500) and the audit's Parquet (every row of
+# its segment). The API server never sends one (Go's encoder writes U+FFFD for invalid text).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 WARNING_MAX_CHARS = 120
 WARNINGS_TOTAL_CHARS = 4096
@@ -55,6 +60,13 @@ def parse(body: bytes) -> Review:
         raise ReviewError(400, f"request body is not JSON: {e}") from None
     except RecursionError:  # the parser recurses once per level: ~1,000 levels exhaust Python's stack limit
         raise ReviewError(400, "request body: JSON nested too deeply to read (no AdmissionReview is)") from None
+    if _SURROGATE.search(body):  # rare: checked whole only then
+        try:
+            json.dumps(doc, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ReviewError(400, "request body: a string with an unpaired UTF-16 surrogate (not Unicode)") from None
+        except RecursionError:
+            raise ReviewError(400, "request body: JSON nested too deeply to read (no AdmissionReview is)") from None
     if not isinstance(doc, dict):
         raise ReviewError(400, "request body: expected an AdmissionReview object")
     if doc.get("apiVersion") != API_VERSION:

@@ -41,8 +41,10 @@ HOOK = Webhook(
 )
 CLIENT = TestClient(create_app(HOOK))
 
+# Any code point, unpaired surrogates included (hypothesis leaves them out by default): json.dumps escapes them.
+text = st.text(st.characters(exclude_categories=()), max_size=12)
 junk = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | text,
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
     max_leaves=12,
 )
@@ -70,7 +72,7 @@ pod_spec = st.fixed_dictionaries(
     optional={
         "containers": st.lists(container, max_size=3) | junk,
         "initContainers": st.lists(container, max_size=2) | junk,
-        "nodeSelector": st.dictionaries(st.sampled_from(["nvidia.com/gpu.product", "x"]), st.text(max_size=6)) | junk,
+        "nodeSelector": st.dictionaries(st.sampled_from(["nvidia.com/gpu.product", "x"]), text) | junk,
     },
 )
 template = st.fixed_dictionaries({}, optional={"spec": pod_spec | junk})
@@ -105,7 +107,7 @@ obj = st.one_of(
     junk,
 )
 request = st.fixed_dictionaries(
-    {"uid": st.text(min_size=1, max_size=10)},
+    {"uid": st.text(st.characters(exclude_categories=()), min_size=1, max_size=10)},
     optional={
         "kind": st.fixed_dictionaries(
             {"kind": st.sampled_from(["Pod", "Job", "JobSet", "RayJob", "RayCluster", "Workload", "ConfigMap"])}
@@ -177,6 +179,17 @@ HOSTILE = {
     "a 401-digit integer GPU quantity": (review_body("Pod", pod_with_gpus("9" * 401)), 200, "more GPUs"),
     "an int64-and-one GPU quantity": (review_body("Pod", pod_with_gpus(str(2**63))), 200, "more GPUs"),
     "a GPU quantity of 1e400": (review_body("Pod", pod_with_gpus("1e400")), 200, "not a whole number"),
+    "an unpaired surrogate in the uid": (review_body("Pod", "{}").replace('"u-h"', '"u-\\ud800"'), 400, "surrogate"),
+    "an unpaired surrogate in a name, as bytes": (
+        review_body("Pod", '{"metadata": {"name": "aX"}}').encode().replace(b"aX", b"a\xed\xa0\x80"),
+        400,
+        "surrogate",
+    ),
+    "an unpaired surrogate in the GPU model": (
+        review_body("Pod", pod_with_gpus('"1"')[:-1] + ', "nodeSelector": {"nvidia.com/gpu.product": "H\\udc00"}}'),
+        400,
+        "surrogate",
+    ),
     "parallelism 10**400": (
         review_body("Job", '{"spec": {"parallelism": 1' + "0" * 400 + ', "template": ' + pod_with_gpus('"1"') + "}}"),
         200,
@@ -209,6 +222,13 @@ def test_hostile_bodies_get_a_4xx_or_an_audited_denial(body, status, words):
     assert len(AUDIT.rows) == audited + 1
     row = AUDIT.rows[-1]
     assert (row["uid"], row["decision"], row["policy"], row["gpus"]) == ("u-h", "deny", "request", 0.0)
+
+
+def test_a_surrogate_pair_is_text_like_any_other():
+    audited = len(AUDIT.rows)
+    r = CLIENT.post("/validate", content=review_body("Pod", '{"metadata": {"name": "run-\\ud83d\\ude80"}}'))
+    assert r.status_code == 200 and r.json()["response"]["uid"] == "u-h"
+    assert AUDIT.rows[audited:] and AUDIT.rows[-1]["name"] == "run-\U0001f680"
 
 
 def test_an_internal_error_admits_with_a_warning_not_a_500(monkeypatch):
