@@ -130,6 +130,36 @@ def test_bad_bodies_are_4xx_never_500(served, body, status):
     assert r.status_code == status and "error" in r.json()
 
 
+def test_hostile_workloads_are_denied_and_the_denials_reach_the_lake(served):
+    """Quantities and counts no API server sends (they were admitted unchecked, with no audit row): each is a
+    denial naming the field, and each denial is a row of admission_decisions."""
+    hook, client, lake, _ = served
+    hook.set_table(table())
+    big = client.post("/validate", json=gpu_review("9" * 5001, uid="u-digits")).json()["response"]
+    job = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-parallel",
+            "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+            "namespace": "vision-train",
+            "operation": "CREATE",
+            "object": {"spec": {"parallelism": 10**400, "template": gpu_review("1")["request"]["object"]}},
+        },
+    }
+    par = client.post("/validate", content=json.dumps(job)).json()["response"]
+    assert (big["allowed"], big["status"]["code"], par["allowed"], par["status"]["code"]) == (False, 400, False, 400)
+    assert big["status"]["message"] == (
+        "Pod vision-train/nginx: spec.containers[0].resources.limits[nvidia.com/gpu]: '9999999999999999999... "
+        "(5,003 characters) is more GPUs than a Kubernetes quantity holds (9,223,372,036,854,775,807)"
+    )
+    assert "spec.parallelism: 10000000000000000000... (401 characters) is more pods" in par["status"]["message"]
+    hook.audit.flush()
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, decision, policy, gpus FROM admission_decisions ORDER BY uid").rows
+    assert rows == [("u-digits", "deny", "request", 0.0), ("u-parallel", "deny", "request", 0.0)]
+
+
 def test_a_huge_body_is_413(served):
     _, client, _, _ = served
     r = client.post("/validate", content=b"x" * (7 * 1024 * 1024))
