@@ -311,7 +311,7 @@ def run(
             r = _run_whole(lake, writer, job, compute(lake, now, cfg))
             r.seconds = time.perf_counter() - t0
             reports.append(r)
-        frag = _fragmentation(lake, writer, until_s, cfg)
+        frag = _fragmentation(lake, writer, until_s, cfg, from_s)
         if frag is not None:
             reports.append(frag)
     return reports
@@ -330,20 +330,23 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
     return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(t.time_column, maintain_order=True)
 
 
-def _fragmentation(lake: Path, writer: LakeWriter, until_s: float, cfg: Config) -> RunReport | None:
-    """Hourly fragmentation, incremental like the rollups (from the watermark minus the look-back)."""
+def _fragmentation(
+    lake: Path, writer: LakeWriter, until_s: float, cfg: Config, from_s: float | None = None
+) -> RunReport | None:
+    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back)."""
     t0 = time.perf_counter()
     hourly = scan(lake, "gpu_hourly")
     # A cluster without telemetry (an imported trace) takes its inventory from the nodes table.
     nodes = None if has_data(lake, "gpu_hourly") else latest_nodes(scan(lake, "nodes"), cfg.cluster)
     wm = watermark(lake, "fragmentation")
-    if wm is None:
+    start_s = from_s if from_s is not None else None if wm is None else wm - LOOKBACK_S
+    if start_s is None:
         first = hourly.select(pl.col("hour").min()).collect().item() if nodes is None else nodes["first_seen"].min()
         if first is None:
             return None
         lo = first
     else:
-        lo = dt.datetime.fromtimestamp(wm - LOOKBACK_S - (wm - LOOKBACK_S) % 3600, dt.timezone.utc)
+        lo = dt.datetime.fromtimestamp(start_s - start_s % 3600, dt.timezone.utc)
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     allocs = _allocations(lake, now).select("node", "gpu_uuid", "share", "start", "end").collect()
     jobs = _stats(lake, now).select("gpu_model", "gpus").collect()

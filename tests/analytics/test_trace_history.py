@@ -176,3 +176,18 @@ def test_dlrm_window_bounds_its_history(tmp_path):
     # GPU-hours: 2.000069 + 1.955625 + 2.000069 + 1.0 = 6.955764 (no rate for an unknown model: only hours)
     held = scan(tmp_path, "cost_allocation").filter(pl.col("job_id").is_not_null()).collect()["gpu_hours"].sum()
     assert held == pytest.approx(2 * 7200.25 / 3600 + (7200.25 - 160.5) / 3600 + 1.0)
+
+
+def test_analyze_from_recomputes_the_fragmentation_of_a_trace_imported_later(tmp_path):
+    def frag(lake: Path) -> pl.DataFrame:
+        return scan(lake, "fragmentation").sort("ts", "gpu_model").collect()
+
+    late = analysed(tmp_path / "late", TINY, "open")  # the fragmentation watermark is now at LATER
+    only_open = frag(late)
+    import_alibaba_2023(TINY, late, defaults(), workload="default")  # more pods on the same nodes, in the past
+    run(late, until_s=LATER.timestamp(), from_s=DEFAULT_ORIGIN.timestamp(), cfg=defaults())
+    fresh = tmp_path / "fresh"
+    import_alibaba_2023(TINY, fresh, defaults(), workload="default")
+    analysed(fresh, TINY, "open")
+    assert frag(late).equals(frag(fresh))
+    assert not frag(late).equals(only_open)
