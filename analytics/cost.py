@@ -29,8 +29,6 @@ import polars as pl
 
 from gpuledger.config import Rate
 
-DAY_US = 86_400_000_000
-
 
 def rate_frame(rates: Iterable[Rate]) -> pl.DataFrame:
     """rate_model, usd_per_gpu_hour, and the interval [rate_from, rate_to) each price is in effect."""
