@@ -129,12 +129,15 @@ def test_each_tenant_and_the_month_agree_to_the_cent(lake):
     ((jobs,),) = one(lake, "SELECT sum(cost_usd) FROM job_stats")
     assert jobs == pytest.approx(28 + 48 + 12 + 4, abs=0.005)
     data = DashData(lake)
-    f = Filters(dt.date(2026, 11, 1), dt.date(2026, 11, 30))
-    assert overview.month_cost(data, f, NOV) == pytest.approx(month, abs=0.005)
-    page = {r["tenant"]: r["total_usd"] for r in tenants.cost(data, f).iter_rows(named=True)}
-    assert page == pytest.approx(TENANTS, abs=0.005)
-    for t, usd in TENANTS.items():
-        assert overview.month_cost(data, Filters(f.start, f.end, tenant=t), NOV) == pytest.approx(usd, abs=0.005)
+    try:
+        f = Filters(dt.date(2026, 11, 1), dt.date(2026, 11, 30))
+        assert overview.month_cost(data, f, NOV) == pytest.approx(month, abs=0.005)
+        page = {r["tenant"]: r["total_usd"] for r in tenants.cost(data, f).iter_rows(named=True)}
+        assert page == pytest.approx(TENANTS, abs=0.005)
+        for t, usd in TENANTS.items():
+            assert overview.month_cost(data, Filters(f.start, f.end, tenant=t), NOV) == pytest.approx(usd, abs=0.005)
+    finally:
+        data.close()
 
 
 def test_the_silent_day_charges_the_job_that_held_a_gpu_and_no_idle_time(lake):
