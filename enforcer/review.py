@@ -25,7 +25,8 @@ MAX_INT_DIGITS = 4300  # sys.get_int_max_str_digits()'s default: int() of a long
 # A UTF-16 surrogate, as a JSON escape or as the bytes json.loads lets through: one left unpaired decodes to a
 # string that cannot be encoded again, and would fail the response (a 500) and the audit's Parquet (every row of
 # its segment). The API server never sends one (Go's encoder writes U+FFFD for invalid text).
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+# Two checks, each with a literal to find first: one alternation without it took 30 us of a 60 us parse.
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 WARNING_MAX_CHARS = 120
 WARNINGS_TOTAL_CHARS = 4096
@@ -60,7 +61,7 @@ def parse(body: bytes) -> Review:
         raise ReviewError(400, f"request body is not JSON: {e}") from None
     except RecursionError:  # the parser recurses once per level: ~1,000 levels exhaust Python's stack limit
         raise ReviewError(400, "request body: JSON nested too deeply to read (no AdmissionReview is)") from None
-    if _SURROGATE.search(body):  # rare: checked whole only then
+    if b"\xed" in body or _ESCAPED_SURROGATE.search(body):  # rare (\xed also starts U+D000-D7FF): checked whole then
         try:
             json.dumps(doc, ensure_ascii=False).encode()
         except UnicodeEncodeError:
