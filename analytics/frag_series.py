@@ -20,6 +20,7 @@ import datetime as dt
 
 import polars as pl
 
+from analytics.fleet import UNKNOWN_MODEL
 from analytics.fragmentation import node_fragmentation, typical_task_types
 
 SIZES = (1, 2, 4, 8)
@@ -90,7 +91,7 @@ def telemetry_state(hourly: pl.LazyFrame, allocs: pl.DataFrame, start: dt.dateti
     """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them."""
     inv = (
         hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end) & pl.col("parent_gpu_uuid").is_null())
-        .select("hour", "node", "gpu_uuid", "model")
+        .select("hour", "node", "gpu_uuid", pl.col("model").fill_null(UNKNOWN_MODEL))  # as fleet_hourly counts it
         .collect()
     )
     if inv.is_empty():

@@ -10,6 +10,7 @@ busy, one idle.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -19,6 +20,7 @@ from collector.dcgm.exposition import parse_fast
 from collector.dcgm.rows import RowBuilder
 from gpuledger.lake import LakeWriter, frame_from_rows, scan
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 PARENT = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
 # modelName as exporters since 2.x send it (the capture predates it).
 BASE = f'gpu="0",UUID="{PARENT}",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB",Hostname="ub20-a100-k8s"'
@@ -107,3 +109,24 @@ def test_the_idle_instance_is_an_idle_hold_and_the_busy_one_is_not(lake):
     assert (row["pod"], row["gpu_uuid"], row["share"]) == ("idle-0", f"{PARENT}/gi13", pytest.approx(1 / 7))
     # Idle every hour since it was bound at 08:00, to the end of the last complete hour (12:00): 4 h.
     assert (row["idle_since"], row["idle_s"]) == (at(8), 4 * 3600.0)
+
+
+def test_the_real_capture_without_model_names_analyzes(tmp_path):
+    """The real capture as it is: exporters before modelName name no model. Analysis used to stop on it
+    (fleet_hourly, fragmentation: null gpu_model); such GPUs count as model "unknown"."""
+    page = (FIXTURES / "a100-mig-1g.5gb-docs-2.x.prom").read_text()
+    lake = tmp_path / "lake"
+    builder = RowBuilder("c")
+    rows = []
+    for i in range(12):
+        rows += builder.rows(parse_fast(page), us(at(8) + dt.timedelta(minutes=5 * i))).samples
+    w = LakeWriter(lake)
+    w.write("gpu_samples", frame_from_rows("gpu_samples", rows), "dcgm")
+    w.write("jobs", frame_from_rows("jobs", [_job("busy-0", "1g.5gb", 1 / 7)]), "k")  # so the job tables run too
+    run(lake, until_s=at(9, 10).timestamp())
+    (fleet,) = scan(lake, "fleet_hourly").filter(pl.col("hour") == at(8)).collect().iter_rows(named=True)
+    assert (fleet["gpu_model"], fleet["gpus"]) == ("unknown", 1)  # the parent; its MIG instance is part of it
+    frag = scan(lake, "fragmentation").filter(pl.col("ts") == at(8)).collect()
+    assert frag["gpu_model"].to_list() == ["unknown"]
+    hourly = scan(lake, "gpu_hourly").filter(pl.col("parent_gpu_uuid").is_not_null()).collect()
+    assert hourly["util_gpu_pct_mean"].to_list() == [pytest.approx(99.5687)]  # GR_ENGINE_ACTIVE 0.995687
