@@ -359,10 +359,12 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     spool = _claim_spool(ctx)  # before anything touches the lake: a second `up` on it stops here
     nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
     source = "nvml" if nvml_source else "sim"
+    from analytics.decisions import checked_models
     click.echo(
         f"collector: NVML ({why})" if nvml_source else f"collector: the simulated fleet, because {why}", err=True
     )
 
+    checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
     cfg = ctx.cfg
     if source == "sim":
         _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)

@@ -1,6 +1,7 @@
 """Quota keys name GPU models as the rate card does (`H100` for "NVIDIA H100 80GB HBM3"), end to end: analysis
 writes the quota on the lake's model, and `enforcer check` denies by it; a key that names no model of the lake
-is a config error at `analyze`, `enforcer check` and `enforcer serve`, naming the file, the key and the models."""
+is a config error at `analyze`, `enforcer check`, `enforcer serve` and `up`, naming the file, the key and the
+models."""
 
 import datetime as dt
 import shutil
@@ -62,7 +63,9 @@ def test_a_short_model_key_caps_that_model(cli, lake, tmp_path):
     assert f"tenant vision uses {held:g} of 1 {H100} GPUs; this Pod asks 3" in r.output
 
 
-@pytest.mark.parametrize("command", [("analyze", "--to", AT), ("enforcer", "check", "-"), ("enforcer", "serve")])
+@pytest.mark.parametrize(
+    "command", [("analyze", "--to", AT), ("enforcer", "check", "-"), ("enforcer", "serve"), ("up",)]
+)
 def test_a_key_that_names_no_model_is_a_config_error(cli, lake, tmp_path, command):
     cfg = config(tmp_path, "H10")
     args = [*command, "--config", cfg, "--lake", lake]
