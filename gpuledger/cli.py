@@ -304,7 +304,7 @@ def _serve_metrics(col, port: int) -> None:
 def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
     """An empty lake gets a backfilled history; a lake whose fleet stopped a while ago gets the gap filled."""
     from collector.sim import state as sim_state
-    from collector.sim.backfill import backfill
+    from collector.sim.backfill import backfill, backfill_history
     from gpuledger.lake import has_data
 
     cfg, sim = ctx.cfg, ctx.cfg.simulator
@@ -312,11 +312,18 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
     now = time.time()
     days = sim.backfill_days if backfill_days is None else backfill_days
     if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
-        click.echo(f"empty lake: backfilling {days:g} days of a {sim.nodes}-node simulated fleet", err=True)
-        start, kw = (
-            now - days * 86400,
-            dict(nodes=sim.nodes, gpus_per_node=sim.gpus_per_node, models=sim.models, seed=sim.seed),
+        click.echo(
+            f"empty lake: backfilling {days:g} days every {sim.backfill_step_s:g} s, and {sim.history_days:g} days "
+            f"before them every {sim.history_step_s:g} s, of a {sim.nodes}-node simulated fleet",
+            err=True,
         )
+        t0 = time.perf_counter()
+        with _progress("backfill", sim.nodes) as bar:
+            r = backfill_history(cfg, ctx.lake, now, days, progress=bar.update)
+        click.echo(
+            f"backfilled {r.samples:,} GPU samples and {r.jobs:,} jobs in {time.perf_counter() - t0:.1f} s", err=True
+        )
+        return
     elif st is not None and now - st.written_until_s > 3 * interval_s:
         click.echo(f"filling the {(now - st.written_until_s) / 3600:.2f} h since the fleet last ran", err=True)
         start, kw = (
@@ -352,19 +359,19 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
+    from analytics.decisions import checked_models
     from collector import sources
     from collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
+    checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
     spool = _claim_spool(ctx)  # before anything touches the lake: a second `up` on it stops here
     nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
     source = "nvml" if nvml_source else "sim"
-    from analytics.decisions import checked_models
     click.echo(
         f"collector: NVML ({why})" if nvml_source else f"collector: the simulated fleet, because {why}", err=True
     )
 
-    checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
     cfg = ctx.cfg
     if source == "sim":
         _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)

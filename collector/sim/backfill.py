@@ -8,6 +8,7 @@ command rewrites the same files: idempotent.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import signal
@@ -51,8 +52,30 @@ class _NodeTask:
     step_s: int
     seed: int
     cluster: str
-    process_every_s: int
+    process_interval_s: float
     name: str
+    coarse_until_s: int  # before this instant, samples every coarse_step_s (older history); from it, every step_s
+    coarse_step_s: int
+
+
+def _windows(task: _NodeTask) -> list[tuple[int, int, int]]:
+    """(start, end, step) of each file to write: one per UTC day, cut in two where the coarse history ends."""
+    cuts = sorted(
+        {
+            task.start_s,
+            task.end_s,
+            *(d * 86400 for d in range(task.start_s // 86400 + 1, math.ceil(task.end_s / 86400))),
+        }
+    )
+    if task.start_s < task.coarse_until_s < task.end_s:
+        cuts = sorted({*cuts, task.coarse_until_s})
+    out = []
+    for t0, t1 in itertools.pairwise(cuts):
+        step = task.coarse_step_s if t0 < task.coarse_until_s else task.step_s
+        t0 = math.ceil(t0 / step) * step  # keep sample times on the step grid
+        if t0 < t1:
+            out.append((t0, t1, step))
+    return out
 
 
 def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
@@ -61,15 +84,11 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
     node = task.node
     energy = None
     samples = procs = events = files = 0
-    day0 = task.start_s // 86400
-    for day in range(day0, math.ceil(task.end_s / 86400)):
-        t0 = max(task.start_s, day * 86400)
-        t1 = min(task.end_s, (day + 1) * 86400)
-        if t0 >= t1:
-            continue
-        t0 = math.ceil(t0 / task.step_s) * task.step_s  # keep sample times on the step grid
+    for t0, t1, step in _windows(task):
+        process_every = max(int(task.process_interval_s), step)
+        process_every -= process_every % step
         allocs = [a for a in task.allocs if a.end_s > t0 and a.start_s < t1]
-        w = node_window(node, allocs, t0, t1, task.step_s, task.seed, task.cluster, task.process_every_s, energy)
+        w = node_window(node, allocs, t0, t1, step, task.seed, task.cluster, process_every, energy)
         energy = w.energy_end_j
         date = w.samples["ts"][0].date()
         name = f"{task.name}-{node.name}-{t0}-{t1}"  # one writer per node: its files never collide with another's
@@ -84,7 +103,7 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
         if ev:
             files += len(writer.write("health_events", frame_from_rows("health_events", ev), name))
             events += len(ev)
-        files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - task.step_s), name))
+        files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - step), name))
     return samples, procs, events, files
 
 
@@ -140,16 +159,21 @@ def backfill(
     load: float | None = None,
     workers: int | None = None,
     epoch_s: float | None = None,
+    coarse_until_s: float | None = None,
+    coarse_step_s: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BackfillReport:
     """Write [start, end) of a simulated fleet into `lake`; `progress(n)` is called as nodes complete.
 
     `epoch_s` continues an earlier simulation (same seed and fleet) instead of starting a new one a warm-up
-    day before `start`.
+    day before `start`. Samples before `coarse_until_s` are every `coarse_step_s` (older history, for the
+    daily figures and the forecast, at a fraction of the cost), from it every `step_s`; jobs are the same either way.
     """
     load = cfg.simulator.load if load is None else load
+    coarse_until = math.ceil(coarse_until_s) if coarse_until_s is not None and coarse_step_s else None
+    first_step = coarse_step_s if coarse_until is not None and start_s < coarse_until else step_s
     # Samples sit on the step grid, at or after `start_s` (which is exclusive of anything written before).
-    start = math.ceil(start_s / step_s) * step_s
+    start = math.ceil(start_s / first_step) * first_step
     end = math.ceil(end_s)
     epoch = start - WARMUP_S if epoch_s is None else epoch_s
     fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load)
@@ -166,10 +190,21 @@ def backfill(
         report.files += len(writer.write("jobs", jobs, f"{name}-{start}-{end}"))
         report.job_rows = jobs.height
         report.jobs = jobs["job_id"].n_unique()
-    process_every = max(int(cfg.collector.process_interval_s), step_s)
-    process_every -= process_every % step_s
     tasks = [
-        _NodeTask(str(lake), n, fleet.allocations[n.index], start, end, step_s, seed, cfg.cluster, process_every, name)
+        _NodeTask(
+            str(lake),
+            n,
+            fleet.allocations[n.index],
+            start,
+            end,
+            step_s,
+            seed,
+            cfg.cluster,
+            cfg.collector.process_interval_s,
+            name,
+            start if coarse_until is None else coarse_until,
+            coarse_step_s or step_s,
+        )
         for n in fleet.nodes
     ]
     workers = workers or min(os.cpu_count() or 1, len(tasks))
@@ -195,3 +230,37 @@ def backfill(
         lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
     )
     return report
+
+
+def backfill_history(
+    cfg: Config,
+    lake: Path,
+    now_s: float,
+    days: float | None = None,
+    *,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> BackfillReport:
+    """The history `gpuledger up` gives an empty lake: the last `days` (simulator.backfill_days) every
+    backfill_step_s, as the live collector samples, and simulator.history_days before them every history_step_s.
+
+    The older days are coarse because what reads them (daily cost, the demand forecast's four weeks of daily
+    demand) needs days, not 30 s samples: at 300 s they cost a tenth of the fine days per day.
+    """
+    sim = cfg.simulator
+    days = sim.backfill_days if days is None else days
+    return backfill(
+        cfg,
+        lake,
+        now_s - (days + sim.history_days) * 86400,
+        now_s,
+        int(sim.backfill_step_s),
+        nodes=sim.nodes,
+        gpus_per_node=sim.gpus_per_node,
+        models=sim.models,
+        seed=sim.seed,
+        workers=workers,
+        coarse_until_s=now_s - days * 86400 if sim.history_days else None,
+        coarse_step_s=int(sim.history_step_s),
+        progress=progress,
+    )

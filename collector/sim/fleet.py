@@ -15,7 +15,7 @@ import numpy as np
 
 from collector.sim import noise
 from collector.sim.catalog import CATALOG, GpuSpec
-from collector.sim.workload import JobSpec, Workload
+from collector.sim.workload import STARTUP_S, JobSpec, Workload
 from gpuledger.config import DEFAULT_TENANTS, Config
 from gpuledger.placement import Node, Placement, Scheduler
 
@@ -130,7 +130,8 @@ class Fleet:
         return rows
 
     def _start(self, job: JobSpec, p: Placement) -> list[dict]:
-        startup = 10 + 80 * float(noise.uniform(self.seed, 2, job.n, 0))  # image pull and container start
+        lo, hi = STARTUP_S  # image pull and container start
+        startup = lo + (hi - lo) * float(noise.uniform(self.seed, 2, job.n, 0))
         a = Allocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, self.now + startup + job.duration_s)
         self.allocations[p.node].append(a)
         self._push(a.end_s, 1, a)

@@ -10,7 +10,6 @@ from collector.sim import state as sim_state
 from collector.sim.backfill import backfill
 from collector.sim.fleet import Fleet
 from collector.sim.telemetry import P_ECC, P_XID, health_events, node_window
-from collector.sim.workload import Workload
 from collector.sim_source import SimSource
 from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import scan
@@ -136,22 +135,14 @@ def test_job_rows_are_consistent(small_lake):
             & (pl.col("started_at") <= pl.col("finished_at"))
         ).all()
     ).item()
-    assert set(final["status"]) == {"succeeded", "failed", "cancelled"}
+    # All three outcomes are drawn at their rates in test_sim_load; a day of 12 GPUs ends ~30 jobs, and with 4 %
+    # cancelled none at all is likely (0.96^30 = 29 %), so only the ones that must appear are required here.
+    assert {"succeeded", "failed"} <= set(final["status"]) <= {"succeeded", "failed", "cancelled"}
     assert set(jobs["tenant"]) <= {t.name for t in DEFAULT_TENANTS}
     with Lake(small_lake) as lake:
         # The jobs view keeps one (the latest) row per job.
         (n, distinct) = lake.execute("SELECT count(*), count(DISTINCT job_id) FROM jobs").rows[0]
         assert n == distinct == jobs["job_id"].n_unique()
-
-
-def test_offered_load_matches_the_target():
-    caps = {"H100": 800}
-    w = Workload(1, DEFAULT_TENANTS, caps, 8, 0.7, 0.0)
-    jobs = [w.next_job() for _ in range(20000)]
-    gpu_s = sum(j.gpus * j.duration_s for j in jobs)
-    offered = gpu_s / (jobs[-1].submitted_s - jobs[0].submitted_s) / 800
-    # Failed/cancelled jobs end early and idle ones are stretched, so allow a band around 0.7.
-    assert 0.5 < offered < 0.95
 
 
 def test_health_event_rates_match_their_probabilities():

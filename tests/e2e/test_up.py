@@ -29,6 +29,8 @@ gpus_per_node = 2
 models = ["L4"]
 backfill_days = 0.05
 backfill_step_s = 30
+history_days = 0.05
+history_step_s = 300
 """
 
 
@@ -72,7 +74,7 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:  # the dashboards are up too
         assert r.status == 200 and b"gpuledger" in r.read()
     assert "collector: the simulated fleet, because" in head  # says which source and why
-    assert "empty lake: backfilling 0.05 days" in head
+    assert "empty lake: backfilling 0.05 days every 30 s, and 0.05 days before them every 300 s" in head
     time.sleep(2.5)
     p.send_signal(signal.SIGINT)  # Ctrl-C
     rest = p.communicate(timeout=60)[1]
@@ -82,8 +84,12 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     s = scan(lake, "gpu_samples").collect()
     backfilled = s.filter(pl.col("ts").dt.epoch("s") < started)
     live = s.filter(pl.col("ts").dt.epoch("s") >= started)
-    # 0.05 days at 30 s = 144 steps, one more when the window start is floored onto the step grid
-    assert backfilled.height in (4 * 144, 4 * 145)
+    # The recent 0.05 days at 30 s = 144 steps, the 0.05 days before them at 300 s = 14.4 steps: 144 or 145 and 14
+    # or 15, by where each window starts on its step grid.
+    assert backfilled.height in {4 * (c + f) for c in (14, 15) for f in (144, 145)}
+    steps_s = backfilled.sort("ts").select(pl.col("ts").diff().dt.total_seconds().over("gpu_uuid"))
+    # The coarse samples are 300 s apart (13 or 14 gaps a GPU; the one into the fine days may be 300 s too).
+    assert steps_s.filter(pl.col("ts") == 300).height in (4 * 13, 4 * 14, 4 * 15)
     assert live.height >= 4 * 5  # several live scrapes of 4 GPUs, all flushed on Ctrl-C
     assert scan(lake, "gpu_hourly").collect().height > 0  # the periodic analytics ran
     assert list((lake / "_spool" / "uptest").glob("seg-*.wal")) == [] or all(

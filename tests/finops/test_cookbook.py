@@ -183,7 +183,13 @@ def test_cost_per_tenant_last_month(lake, month):
     same(got, want, ["cluster", "tenant"])
     assert got["total_usd"].to_list() == sorted(got["total_usd"].to_list(), reverse=True)
     if month == "2026-10-01":  # the imported jobs and the sim's jobs of Oct 31; no telemetry, so no idle capacity
-        assert set(got["tenant"]) == {"vision", "nlp", "research", "(no tenant)"} and got["idle_share_usd"].sum() == 0
+        held_in_october = (
+            table(lake, "jobs")
+            .filter(pl.col("scheduled_at") < dt.datetime(2026, 11, 1, tzinfo=UTC))
+            .select(pl.col("tenant").fill_null("(no tenant)"))
+        )
+        assert set(got["tenant"]) == set(held_in_october["tenant"]) >= {"vision", "nlp", "research", "(no tenant)"}
+        assert got["idle_share_usd"].sum() == 0
     else:
         assert set(got["tenant"]) == set(BUDGETS) and got["idle_share_usd"].sum() > 0
     assert ask(lake, "cost_per_tenant_last_month", month="2026-09-01").height == 0
@@ -211,7 +217,9 @@ def test_top_idle_jobs(lake, since):
     )
     assert got["job_id"].to_list() == want["job_id"].to_list()  # the order matters: it is a ranking
     same(got, want, ["job_id"])
-    assert jobs.height > want.height  # there were more idle jobs than the ten shown
+    assert want.height == min(10, jobs.height)
+    if since == "2026-10-01":
+        assert jobs.height > want.height  # there were more idle jobs than the ten shown: the cut is exercised
     # Where no price changed during the job, its price is the rate card's (the H100 changed at noon on Nov 1).
     for row in got.filter(pl.col("gpu_model") != H100).iter_rows(named=True):
         assert row["usd_per_gpu_hour"] == pytest.approx(price_at(row["gpu_model"], NOON))
@@ -270,7 +278,11 @@ def test_budget_burn_down(lake, now):
         )
     same(got, pl.DataFrame(rows), ["tenant"])
     assert got["projected_pct"].drop_nulls().to_list() == sorted(got["projected_pct"].drop_nulls(), reverse=True)
-    assert (got["spent_usd"] > 0).sum() == (5 if now.month == 11 else 3)
+    # Every tenant spent in November; in October the three with imported jobs did, and any the simulated fleet's
+    # jobs of Oct 31 belong to.
+    spent_by = {t for t, usd in spent.items() if usd > 0}
+    assert set(got.filter(pl.col("spent_usd") > 0)["tenant"]) == spent_by
+    assert spent_by == set(BUDGETS) if now.month == 11 else spent_by >= {"vision", "nlp", "research"}
 
 
 @pytest.mark.parametrize("month", ["2026-11-01", "2026-10-01"])
@@ -327,8 +339,8 @@ def test_efficiency_by_tenant(lake, month):
     same(got, want, ["cluster", "tenant"])
     if month == "2026-11-01":
         assert set(got["tenant"]) == set(BUDGETS) and got["efficiency"].is_between(0, 1).all()
-    else:  # the one October job that held GPUs ran before telemetry started: held, never measured
-        assert got["tenant"].to_list() == ["nlp"] and got["efficiency"].to_list() == [None]
+    else:  # the October jobs that held GPUs ran before telemetry started: held, never measured
+        assert set(got["tenant"]) == set(hourly["tenant"]) and got["efficiency"].is_null().all()
 
 
 @pytest.mark.parametrize("month", ["2026-11-01", "2026-10-01"])
