@@ -35,6 +35,7 @@ from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
 from gpuledger.lake import LakeWriter, has_data, scan
+from gpuledger.lake_lock import publishing
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
@@ -381,9 +382,15 @@ def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> Ru
             changed.append(part)
     if changed:
         writer.write_partitions(job, pl.concat(changed), job)
-    for old in Path(lake, job).glob(t.file_glob.replace("*.parquet", f"part-{job}.parquet")):
-        if str(old.parent.relative_to(Path(lake, job))) not in after:
-            old.unlink()  # a partition this table no longer has rows in (e.g. a job that got its node)
+    gone = [
+        old  # a partition this table no longer has rows in (e.g. a job that got its node)
+        for old in Path(lake, job).glob(t.file_glob.replace("*.parquet", f"part-{job}.parquet"))
+        if str(old.parent.relative_to(Path(lake, job))) not in after
+    ]
+    if gone:
+        with publishing(lake):  # not from under a query that listed it (gpuledger.lake_lock)
+            for old in gone:
+                old.unlink()
     write_bytes_atomic(manifest_path, json.dumps(after, sort_keys=True).encode())
     days = out["date"].n_unique() if out.height else 0
     return RunReport(job, days, out.height)

@@ -6,6 +6,7 @@ partial one. Temp files start with "." and end in ".tmp", so lake globs (`*.parq
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -43,14 +44,22 @@ def ensure_dir(path: Path) -> None:
 
 def _translate(e: BaseException, path: Path) -> BaseException:
     """The LakeError for an IO failure, or `e` itself. polars (Rust) reports IO failures as
-    ComputeError("... (os error 28)"), not OSError, hence the message check."""
-    if isinstance(e, OSError):
+    ComputeError("... (os error 28)") or an OSError with no errno, hence the message check."""
+    if isinstance(e, OSError) and e.errno is not None:
         return _explain(e, path)
-    m = _OS_ERROR.search(str(e))
+    m = _OS_ERROR.search(str(e))  # polars 2 raises an OSError without an errno, the code only in its message
     if m:
         code = int(m.group(1))
         return _explain(OSError(code, os.strerror(code)), path)
-    return e
+    return _explain(e, path) if isinstance(e, OSError) else e
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temp file after a failure, without hiding that failure: on a read-only filesystem unlink() says
+    EROFS even for a name that does not exist, and that error used to replace the real one (the write's)."""
+    if os.path.lexists(tmp):
+        with contextlib.suppress(OSError):  # the write's error is the one to report; a stray .tmp matches no glob
+            tmp.unlink()
 
 
 def _stage(path: Path, write: Callable[[Path], None], fsync: bool) -> Path:
@@ -66,7 +75,7 @@ def _stage(path: Path, write: Callable[[Path], None], fsync: bool) -> Path:
             finally:
                 os.close(fd)
     except BaseException as e:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         err = _translate(e, path)
         if err is e:
             raise
@@ -74,28 +83,47 @@ def _stage(path: Path, write: Callable[[Path], None], fsync: bool) -> Path:
     return tmp
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably."""
-    tmp = _stage(path, write, fsync=True)
+def stage(path: Path, write: Callable[[Path], None]) -> Path:
+    """The first half of write_atomic: `write(tmp_path)`, fsynced, under a temp name beside `path`."""
+    return _stage(path, write, fsync=True)
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """The second half of write_atomic: rename the staged `tmp` to `path`, and make the rename durable."""
     try:
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise _explain(e, path) from e
+
+
+def write_atomic(
+    path: Path, write: Callable[[Path], None], guard: contextlib.AbstractContextManager | None = None
+) -> None:
+    """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably.
+
+    `guard` is held for the rename only (gpuledger.lake_lock.publishing, when `path` may be in a reader's hands)."""
+    tmp = stage(path, write)
+    with guard or contextlib.nullcontext():
+        publish(tmp, path)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, lambda tmp: tmp.write_bytes(data))
 
 
-def write_many_atomic(items: list[tuple[Path, Callable[[Path], None]]], workers: int = 8) -> None:
+def write_many_atomic(
+    items: list[tuple[Path, Callable[[Path], None]]],
+    workers: int = 8,
+    guard: contextlib.AbstractContextManager | None = None,
+) -> None:
     """Publish many files atomically with one sync instead of one fsync per file.
 
     Every file is written to its temp name (in threads), then one os.sync() makes all of them durable, then each
     is renamed into place and its directory fsynced. The guarantee is the one write_atomic gives (a published
     file is complete and durable), at a fraction of the cost when a run writes thousands of small partitions.
-    If any file fails, none is published and no temp file is left.
+    If any file fails, none is published and no temp file is left. `guard` is held for the renames only.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -111,11 +139,12 @@ def write_many_atomic(items: list[tuple[Path, Callable[[Path], None]]], workers:
         if errors:
             raise errors[0]
         os.sync()
-        for tmp, path in staged:
-            os.replace(tmp, path)
+        with guard or contextlib.nullcontext():
+            for tmp, path in staged:
+                os.replace(tmp, path)
         for d in {path.parent for _, path in staged}:
             fsync_dir(d)
     except BaseException:
         for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
         raise

@@ -5,7 +5,8 @@ that does is merged by the next compaction). Each merge is journaled: `_compact.
 first, then the merged file, then the inputs are deleted, then the journal. A crash at any point is finished by
 `recover()` (run before every compaction): if the output exists, the inputs are deleted; otherwise the journal
 is dropped and the inputs stay. Readers glob `date=*/*.parquet` only, so they never see the journal or a temp
-file.
+file; the merged file's rename and its inputs' removal happen under the lake's publishing lock, so a query sees
+the inputs or the merged file, never both nor a removed one.
 
 Files of the earlier layout (`date=/node=<node>/`, the node in the path only) are merged into their day
 whatever its age, with their node written into the rows: after one `compact` the lake has one layout.
@@ -22,8 +23,9 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
-from gpuledger.atomic import fsync_dir, write_atomic, write_bytes_atomic
+from gpuledger.atomic import fsync_dir, publish, stage, write_bytes_atomic
 from gpuledger.lake import COMPRESSION
+from gpuledger.lake_lock import publishing
 
 JOURNAL = "_compact.json"
 _LEGACY_NO_NODE = "_none"  # the earlier layout's folder for rows about no node
@@ -55,7 +57,10 @@ def _finish(journal: Path) -> bool:
 
 def recover(root: Path | str) -> int:
     journals = [*Path(root).glob(f"*/date=*/node=*/{JOURNAL}"), *Path(root).glob(f"*/date=*/{JOURNAL}")]
-    return sum(_finish(j) for j in journals)
+    if not journals:
+        return 0
+    with publishing(root):  # it removes inputs a query may have listed
+        return sum(_finish(j) for j in journals)
 
 
 def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1) -> CompactionReport:
@@ -77,11 +82,14 @@ def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1)
             merged = pl.concat([*(_scan(f, t) for f in files), *(_scan(f, t, f.parent.name[5:]) for f in legacy)])
             # Streamed, file after file (each sorted by time): a day of a 1,000-GPU fleet at 10 s is 8.6M samples,
             # and sorting them as one frame took 5 GB (benchmarks/simulate.py).
-            write_atomic(
-                day / output,
-                lambda tmp, lf=merged: lf.sink_parquet(tmp, compression=COMPRESSION, statistics=True),
+            tmp = stage(
+                day / output, lambda tmp, lf=merged: lf.sink_parquet(tmp, compression=COMPRESSION, statistics=True)
             )
-            _finish(day / JOURNAL)
+            # The merged file and the removal of its inputs as one step for readers: between the two, a query
+            # would read every row twice (gpuledger.lake_lock).
+            with publishing(root):
+                publish(tmp, day / output)
+                _finish(day / JOURNAL)
             report.partitions += 1
             report.files_in += len(inputs)
             report.files_out += 1

@@ -17,6 +17,7 @@ import polars as pl
 from gpuledger import schema
 from gpuledger.atomic import ensure_dir, write_atomic, write_many_atomic
 from gpuledger.errors import LakeError
+from gpuledger.lake_lock import publishing
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$|^_none$")
 COMPRESSION = "zstd"
@@ -154,17 +155,25 @@ class LakeWriter:
                     lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True),
                 )
             )
+        guard = self._guard([path for path, _ in items])
         if len(items) == 1:
-            write_atomic(*items[0])
+            write_atomic(*items[0], guard=guard)
         elif items:
-            write_many_atomic(items, workers)
+            write_many_atomic(items, workers, guard=guard)
         return [path for path, _ in items]
+
+    def _guard(self, paths: list[Path]):
+        """Replacing a file a query may be reading waits for the queries in flight (gpuledger.lake_lock); adding a
+        new one does not (a reader lists its files once, so it sees the file whole or not at all)."""
+        return publishing(self.root) if any(p.exists() for p in paths) else None
 
     def write_partition(self, p: Partition, df: pl.DataFrame, name: str) -> Path:
         """Write the rows of one partition (without the date column) as `part-<name>.parquet`."""
         df = conform(p.table, df, file_only=True)
         path = p.path(self.root) / f"part-{name}.parquet"
-        write_atomic(path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True))
+        write_atomic(
+            path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True), self._guard([path])
+        )
         return path
 
 

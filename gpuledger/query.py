@@ -26,6 +26,7 @@ import pyarrow as pa
 from gpuledger import schema
 from gpuledger.errors import LakeError, QueryError, UsageError
 from gpuledger.lake import has_data
+from gpuledger.lake_lock import reading
 
 LAKE_VARIABLE = "gpuledger_lake"
 # Extensions off before external access (a locked configuration with autoload on would still load one a query
@@ -259,7 +260,14 @@ class Lake:
     def execute(
         self, sql: str, params: list | dict | None = None, limit: int | None = None, timeout_s: float | None = 60.0
     ) -> Result:
-        """Run read-only SQL (one or more statements; the last one's rows are returned)."""
+        """Run read-only SQL (one or more statements; the last one's rows are returned).
+
+        The whole of it (views bound, files read) holds the lake's read lock: no file is replaced or removed
+        under it (gpuledger.lake_lock)."""
+        with reading(self.root):
+            return self._execute(sql, params, limit, timeout_s)
+
+    def _execute(self, sql: str, params: list | dict | None, limit: int | None, timeout_s: float | None) -> Result:
         self._views_for(sql)
         try:
             statements = self.con.extract_statements(sql)
