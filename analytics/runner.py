@@ -35,7 +35,7 @@ from gpuledger import schema
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
 from gpuledger.lake import LakeWriter, has_data, scan
-from gpuledger.lake_lock import publishing
+from gpuledger.lake_lock import publishing, rewriting
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
@@ -245,6 +245,12 @@ def watermark(lake: Path, job: str) -> float | None:
 def run(
     lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
 ) -> list[RunReport]:
+    # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
+    with rewriting(lake):
+        return _run(lake, until_s, from_s, cfg)
+
+
+def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None) -> list[RunReport]:
     cfg = cfg or defaults()
     # The lake may have changed since the last run, even for the same `until`.
     _allocations_frame.cache_clear()

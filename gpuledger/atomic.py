@@ -27,7 +27,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _explain(e: OSError, path: Path) -> LakeError:
+def explain(e: OSError, path: Path) -> LakeError:
+    """The LakeError naming `path` and what the OS said (a full disk, a read-only or forbidden folder)."""
     if e.errno == errno.ENOSPC:
         return LakeError(f"disk full while writing {path}: free space on that disk and run again")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -39,19 +40,19 @@ def ensure_dir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise _explain(e, path) from e
+        raise explain(e, path) from e
 
 
 def _translate(e: BaseException, path: Path) -> BaseException:
     """The LakeError for an IO failure, or `e` itself. polars (Rust) reports IO failures as
     ComputeError("... (os error 28)") or an OSError with no errno, hence the message check."""
     if isinstance(e, OSError) and e.errno is not None:
-        return _explain(e, path)
+        return explain(e, path)
     m = _OS_ERROR.search(str(e))  # polars 2 raises an OSError without an errno, the code only in its message
     if m:
         code = int(m.group(1))
-        return _explain(OSError(code, os.strerror(code)), path)
-    return _explain(e, path) if isinstance(e, OSError) else e
+        return explain(OSError(code, os.strerror(code)), path)
+    return explain(e, path) if isinstance(e, OSError) else e
 
 
 def _discard(tmp: Path) -> None:
@@ -95,7 +96,7 @@ def publish(tmp: Path, path: Path) -> None:
         fsync_dir(path.parent)
     except OSError as e:
         _discard(tmp)
-        raise _explain(e, path) from e
+        raise explain(e, path) from e
 
 
 def write_atomic(

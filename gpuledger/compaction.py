@@ -25,7 +25,7 @@ import polars as pl
 from gpuledger import schema
 from gpuledger.atomic import fsync_dir, publish, stage, write_bytes_atomic
 from gpuledger.lake import COMPRESSION
-from gpuledger.lake_lock import publishing
+from gpuledger.lake_lock import publishing, rewriting
 
 JOURNAL = "_compact.json"
 _LEGACY_NO_NODE = "_none"  # the earlier layout's folder for rows about no node
@@ -64,7 +64,11 @@ def recover(root: Path | str) -> int:
 
 
 def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1) -> CompactionReport:
-    root = Path(root)
+    with rewriting(root):  # an analytics run reads the files this removes: one at a time (gpuledger.lake_lock)
+        return _compact(Path(root), today, grace_days)
+
+
+def _compact(root: Path, today: dt.date | None, grace_days: int) -> CompactionReport:
     today = today or dt.datetime.now(dt.timezone.utc).date()
     report = CompactionReport(recovered=recover(root))
     for name, t in schema.TABLES.items():

@@ -19,6 +19,11 @@ writer out for 26 s), so a writer first takes `_state/publish.turnstile`, which 
 once a writer waits there, new queries wait behind it. The turnstile is only fairness; correctness is the folder's
 lock. Both locks are per thread and re-entrant (a thread that holds one may take it again), and a thread reading
 must not publish (it would wait for itself).
+
+The analytics read the raw tables that compaction rewrites, with polars, while they publish their own: so they
+cannot hold `reading` for a run. Instead the two rewriters of the lake take turns (`rewriting`): an analytics run
+never reads a day compaction is merging, and two runs (`gpuledger analyze` beside `gpuledger up`'s) never
+overwrite each other's files.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuledger.atomic import ensure_dir, explain
 from gpuledger.errors import LakeError
 
 TURNSTILE = Path("_state") / "publish.turnstile"
+REWRITE_LOCK = Path("_state") / "rewrite.lock"
 _held = threading.local()  # lake folder -> how deeply this thread holds it (re-entry takes no second lock)
 
 
@@ -97,3 +104,27 @@ def publishing(root: Path | str) -> contextlib.AbstractContextManager[None]:
 
     Raises LakeError naming the folder if it cannot be opened."""
     return _hold(Path(root), fcntl.LOCK_EX)
+
+
+@contextlib.contextmanager
+def rewriting(root: Path | str) -> Iterator[None]:
+    """Held by an analytics run and by a compaction for their whole length: one at a time per lake.
+
+    Raises LakeError naming the lock file if it cannot be made (a read-only lake: nothing can be rewritten)."""
+    if not Path(root).is_dir():
+        yield  # no lake yet: nothing in it to take turns over (and a lock would create the folder)
+        return
+    path = Path(root) / REWRITE_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)  # flock needs no write access: a lake that has one needs no write here
+    except FileNotFoundError:
+        ensure_dir(path.parent)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise explain(e, path) from e
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

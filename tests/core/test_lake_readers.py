@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gpuledger.lake_lock import TURNSTILE, publishing, reading
+from gpuledger.lake_lock import REWRITE_LOCK, TURNSTILE, publishing, reading
 from gpuledger.query import Lake
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,3 +157,30 @@ def test_a_writer_waits_for_a_reader_and_new_readers_wait_for_it(tmp_path):
 def test_reading_a_folder_that_does_not_exist_takes_no_lock(tmp_path):
     with reading(tmp_path / "none"):
         pass
+
+
+def _rewrite_lock_is_held(lake: Path) -> bool:
+    fd = os.open(lake / REWRITE_LOCK, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_analytics_and_compaction_take_turns(tmp_path, monkeypatch):
+    """Compaction removes raw files an analytics run reads: each holds the lake's rewrite lock for its whole run."""
+    import analytics.runner
+    import gpuledger.compaction
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    seen = []
+    monkeypatch.setattr(analytics.runner, "_run", lambda *a: seen.append(_rewrite_lock_is_held(lake)) or [])
+    monkeypatch.setattr(gpuledger.compaction, "_compact", lambda *a: seen.append(_rewrite_lock_is_held(lake)))
+    analytics.runner.run(lake, until_s=0)
+    gpuledger.compaction.compact(lake)
+    assert seen == [True, True]
+    assert not _rewrite_lock_is_held(lake)  # and let go after
