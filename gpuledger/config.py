@@ -74,10 +74,11 @@ class SimConfig:
     seed: int = 42
     backfill_days: float = 7.0  # the recent window, every backfill_step_s (as the live collector samples)
     backfill_step_s: float = 30.0
-    # Older history before it, coarser: 28 days give the demand forecast its four weeks (MIN_DAYS) for ~40 %
-    # more samples than the 7 fine days alone (288 a GPU-day at 300 s against 2,880 at 30 s).
+    # Older history before it, coarser: 28 days give the demand forecast its four weeks (MIN_DAYS) for ~80 %
+    # more samples than the 7 fine days alone (576 a GPU-day at 150 s against 2,880 at 30 s). 150 s, not 300:
+    # two samples in every 5-minute bucket, which is what gpu_5min needs to measure the time (and energy) covered.
     history_days: float = 28.0
-    history_step_s: float = 300.0
+    history_step_s: float = 150.0
     load: float = 0.5  # offered GPU-hours over capacity (collector/sim/workload.py); see README on 0.7
 
 

@@ -8,6 +8,7 @@ command rewrites the same files: idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -24,7 +25,7 @@ from collector.sim import state as sim_state
 from collector.sim.fleet import Allocation, Fleet, NodeInfo
 from collector.sim.telemetry import health_events, node_window
 from gpuledger.config import Config
-from gpuledger.lake import LakeWriter, Partition, frame_from_rows
+from gpuledger.lake import LakeWriter, Partition, conform, frame_from_rows
 
 WARMUP_S = 86400  # the fleet starts empty; a day of warm-up reaches steady queues before the first sample
 LABEL_KEYS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "gpuledger.io/simulated")
@@ -58,20 +59,18 @@ class _NodeTask:
     coarse_step_s: int
 
 
+COARSE_WINDOW_S = 31 * 86400  # the coarse history is generated a month of a node at a time (65k samples at 300 s)
+
+
 def _windows(task: _NodeTask) -> list[tuple[int, int, int]]:
-    """(start, end, step) of each file to write: one per UTC day, cut in two where the coarse history ends."""
-    cuts = sorted(
-        {
-            task.start_s,
-            task.end_s,
-            *(d * 86400 for d in range(task.start_s // 86400 + 1, math.ceil(task.end_s / 86400))),
-        }
-    )
-    if task.start_s < task.coarse_until_s < task.end_s:
-        cuts = sorted({*cuts, task.coarse_until_s})
+    """(start, end, step) of each window to generate: the coarse history in spans of up to COARSE_WINDOW_S, then
+    one window per UTC day."""
+    fine_from = min(max(task.start_s, task.coarse_until_s), task.end_s)
+    cuts = [*range(task.start_s, fine_from, COARSE_WINDOW_S), fine_from]
+    cuts += [d * 86400 for d in range(fine_from // 86400 + 1, math.ceil(task.end_s / 86400))] + [task.end_s]
     out = []
-    for t0, t1 in itertools.pairwise(cuts):
-        step = task.coarse_step_s if t0 < task.coarse_until_s else task.step_s
+    for t0, t1 in itertools.pairwise(sorted(set(cuts))):
+        step = task.coarse_step_s if t0 < fine_from else task.step_s
         t0 = math.ceil(t0 / step) * step  # keep sample times on the step grid
         if t0 < t1:
             out.append((t0, t1, step))
@@ -90,21 +89,45 @@ def _run_node(task: _NodeTask) -> tuple[int, int, int, int]:
         allocs = [a for a in task.allocs if a.end_s > t0 and a.start_s < t1]
         w = node_window(node, allocs, t0, t1, step, task.seed, task.cluster, process_every, energy)
         energy = w.energy_end_j
-        date = w.samples["ts"][0].date()
         name = f"{task.name}-{node.name}-{t0}-{t1}"  # one writer per node: its files never collide with another's
-        writer.write_partition(Partition("gpu_samples", date), w.samples, name)
         samples += w.samples.height
-        files += 1
-        if w.processes.height:
-            writer.write_partition(Partition("gpu_processes", date), w.processes, name)
-            procs += w.processes.height
-            files += 1
+        procs += w.processes.height
         ev = health_events(node, t0, t1, task.seed, task.cluster)
         if ev:
             files += len(writer.write("health_events", frame_from_rows("health_events", ev), name))
             events += len(ev)
+        if t1 - t0 > 86400 or w.samples["ts"][0].date() != w.samples["ts"][-1].date():
+            files += _write_days(writer, node, task.cluster, w.samples, w.processes, name)
+            continue
+        date = w.samples["ts"][0].date()
+        writer.write_partition(Partition("gpu_samples", date), w.samples, name)
+        files += 1
+        if w.processes.height:
+            writer.write_partition(Partition("gpu_processes", date), w.processes, name)
+            files += 1
         files += len(writer.write("nodes", node_row(node, task.cluster, t0, t1 - step), name))
     return samples, procs, events, files
+
+
+def _write_days(
+    writer: LakeWriter, node: NodeInfo, cluster: str, samples: pl.DataFrame, processes: pl.DataFrame, name: str
+) -> int:
+    """A window of several days: a file per day and table, made durable with one sync per table (hundreds of
+    small files otherwise cost an fsync each, which was most of the coarse history's time)."""
+    days = samples.group_by(pl.col("ts").dt.date().alias("date")).agg(
+        pl.col("ts").min().alias("a"), pl.col("ts").max().alias("b")
+    )
+    seen = pl.concat(
+        [
+            node_row(node, cluster, a.timestamp(), b.timestamp())
+            for a, b in days.sort("date").select("a", "b").iter_rows()
+        ]
+    )
+    files = 0
+    for table, df in (("gpu_samples", samples), ("gpu_processes", processes), ("nodes", seen)):
+        if df.height:
+            files += len(writer.write_partitions(table, conform(table, df), name, workers=2))
+    return files
 
 
 def _ignore_sigint() -> None:
@@ -177,6 +200,50 @@ def backfill(
     end = math.ceil(end_s)
     epoch = start - WARMUP_S if epoch_s is None else epoch_s
     fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load)
+    workers = workers or min(os.cpu_count() or 1, len(fleet.nodes))
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if workers > 1:
+            # spawn, not fork: forking a process that already runs polars' thread pool can deadlock. Started before
+            # the job schedule is simulated, so the workers' imports (~1 s) overlap it instead of following it.
+            pool = stack.enter_context(
+                ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_ignore_sigint)
+            )
+            for _ in range(workers):
+                pool.submit(int)
+        results = _simulate_and_write(
+            cfg, lake, fleet, start, end, start_s, step_s, epoch_s, coarse_until, coarse_step_s, seed, pool, progress
+        )
+    report = BackfillReport(nodes=len(fleet.nodes), gpus=sum(n.gpu_count for n in fleet.nodes))
+    report.files, report.job_rows, report.jobs = results.pop()
+    for s, p, e, f in results:
+        report.samples += s
+        report.processes += p
+        report.health_events += e
+        report.files += f
+    sim_state.save(
+        lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
+    )
+    return report
+
+
+def _simulate_and_write(
+    cfg: Config,
+    lake: Path,
+    fleet: Fleet,
+    start: int,
+    end: int,
+    start_s: float,
+    step_s: int,
+    epoch_s: float | None,
+    coarse_until: int | None,
+    coarse_step_s: int | None,
+    seed: int,
+    pool: ProcessPoolExecutor | None,
+    progress: Callable[[int], None] | None,
+) -> list[tuple[int, int, int, int]]:
+    """Run the job schedule, write the jobs, then every node's telemetry (in `pool` when given). Returns each
+    node's (samples, processes, health events, files), then (job files, job rows, jobs)."""
     if epoch_s is None:  # a new fleet: bring the history of every job visible in the window
         rows = job_rows_in_window(fleet.advance(end), start)
     else:  # continuing: earlier rows are in the lake already
@@ -184,12 +251,11 @@ def backfill(
     writer = LakeWriter(lake)
     writer.init()
     name = f"sim{seed}"
-    report = BackfillReport(nodes=len(fleet.nodes), gpus=sum(n.gpu_count for n in fleet.nodes))
+    job_files = job_rows = jobs_n = 0
     if rows:
         jobs = frame_from_rows("jobs", [r for r in rows if r["updated_at"] < end * 1_000_000])
-        report.files += len(writer.write("jobs", jobs, f"{name}-{start}-{end}"))
-        report.job_rows = jobs.height
-        report.jobs = jobs["job_id"].n_unique()
+        job_files = len(writer.write("jobs", jobs, f"{name}-{start}-{end}"))
+        job_rows, jobs_n = jobs.height, jobs["job_id"].n_unique()
     tasks = [
         _NodeTask(
             str(lake),
@@ -207,29 +273,12 @@ def backfill(
         )
         for n in fleet.nodes
     ]
-    workers = workers or min(os.cpu_count() or 1, len(tasks))
     results = []
-    if workers <= 1:
-        for t in tasks:
-            results.append(_run_node(t))
-            if progress:
-                progress(1)
-    else:
-        # spawn, not fork: forking a process that already runs polars' thread pool can deadlock.
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_ignore_sigint) as pool:
-            for r in pool.map(_run_node, tasks, chunksize=1):
-                results.append(r)
-                if progress:
-                    progress(1)
-    for s, p, e, f in results:
-        report.samples += s
-        report.processes += p
-        report.health_events += e
-        report.files += f
-    sim_state.save(
-        lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
-    )
-    return report
+    for r in pool.map(_run_node, tasks, chunksize=1) if pool else map(_run_node, tasks):
+        results.append(r)
+        if progress:
+            progress(1)
+    return [*results, (job_files, job_rows, jobs_n)]
 
 
 def backfill_history(

@@ -229,33 +229,35 @@ def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed
 def health_events(node: NodeInfo, t0_s: float, t1_s: float, seed: int, cluster: str) -> list[dict]:
     """Rare Xid, ECC and lost-GPU events in [t0, t1), drawn per GPU and UTC day (at whole seconds)."""
     rows = []
-    for day in range(int(t0_s // 86400), int(t1_s // 86400) + 1):
-        for g in range(node.gpu_count):
+    days = np.arange(int(t0_s // 86400), int(t1_s // 86400) + 1)
+    gpus = np.arange(node.gpu_count)
+    for kind, p, stream in (("xid", P_XID, 21), ("ecc", P_ECC, 22), ("lost", P_LOST, 23)):
+        # Every (GPU, day) draw at once (a month of the coarse history is 3 x 224 draws a node), then the rare hits.
+        hit = noise.uniform(seed, stream, node.index * 64 + gpus[:, None], days[None, :]) < p
+        for g, d in zip(*np.nonzero(hit), strict=True):
+            g, day = int(g), int(days[d])
             key = node.index * 64 + g
             u = noise.uniform(seed, 20, key, day)[()]
-            for kind, p, stream in (("xid", P_XID, 21), ("ecc", P_ECC, 22), ("lost", P_LOST, 23)):
-                if noise.uniform(seed, stream, key, day)[()] >= p:
-                    continue
-                t = day * 86400 + int(noise.uniform(seed, stream + 10, key, day)[()] * 86400)
-                if not t0_s <= t < t1_s:
-                    continue
-                code, detail = None, None
-                if kind == "xid":
-                    code, _, detail = XIDS[weighted_index([w for _, w, _ in XIDS], u)]
-                elif kind == "ecc":
-                    detail = f"{1 + int(u * 50)} single-bit ECC errors corrected"
-                else:
-                    code, detail = 79, "GPU has fallen off the bus"
-                rows.append(
-                    {
-                        "ts": t * US,
-                        "cluster": cluster,
-                        "node": node.name,
-                        "gpu_uuid": node.gpu_uuids[g],
-                        "kind": kind,
-                        "code": code,
-                        "detail": detail,
-                        "source": "sim",
-                    }
-                )
+            t = day * 86400 + int(noise.uniform(seed, stream + 10, key, day)[()] * 86400)
+            if not t0_s <= t < t1_s:
+                continue
+            code, detail = None, None
+            if kind == "xid":
+                code, _, detail = XIDS[weighted_index([w for _, w, _ in XIDS], u)]
+            elif kind == "ecc":
+                detail = f"{1 + int(u * 50)} single-bit ECC errors corrected"
+            else:
+                code, detail = 79, "GPU has fallen off the bus"
+            rows.append(
+                {
+                    "ts": t * US,
+                    "cluster": cluster,
+                    "node": node.name,
+                    "gpu_uuid": node.gpu_uuids[g],
+                    "kind": kind,
+                    "code": code,
+                    "detail": detail,
+                    "source": "sim",
+                }
+            )
     return sorted(rows, key=lambda r: (r["ts"], r["gpu_uuid"], r["kind"]))
