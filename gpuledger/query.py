@@ -39,9 +39,10 @@ _LOCKDOWN = (
     "SET enable_external_access = false",
     "SET lock_configuration = true",
 )
-# EXPLAIN's own words, before the statement it explains: ANALYZE, or options in parentheses; comments between.
+# EXPLAIN's own words, before the statement it explains: ANALYZE, or options in parentheses, with only white space
+# between them (a comment there is left to the statement, which DuckDB's own parser then reads: see _read_only_text).
 _GAP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
-_EXPLAIN = re.compile(rf"^{_GAP}EXPLAIN\b(?:{_GAP}ANALYZE\b|{_GAP}\([^)]*\))*", re.I | re.S)
+_EXPLAIN = re.compile(rf"^{_GAP}EXPLAIN\b(?:\s*ANALY[SZ]E\b|\s*\([^)'\"/\-;]*\))*\s*", re.I | re.S)
 
 _DUCK_TYPES = {
     pl.String: "VARCHAR",
@@ -275,20 +276,14 @@ class Lake:
             raise QueryError(f"cannot parse query: {e}") from e
         if not statements:
             raise QueryError("empty query")
-        for s in statements:
-            kind = self._kind(s)
-            if kind != "SELECT":
-                raise QueryError(
-                    f"only read-only queries are allowed (SELECT, or EXPLAIN [ANALYZE] of one); got a {kind} "
-                    f"statement: {s.query.strip()[:80]}"
-                )
+        texts = [self._read_only_text(s) for s in statements]
         timer = threading.Timer(timeout_s, self.con.interrupt) if timeout_s else None
         if timer:
             timer.start()
         try:
-            for s in statements[:-1]:
-                self.con.execute(s.query, params)
-            rel = self.con.sql(statements[-1].query, params=params)
+            for text in texts[:-1]:
+                self.con.execute(text, params)
+            rel = self.con.sql(texts[-1], params=params)
             columns = list(rel.columns)
             # DuckDB 2 names it to_arrow_reader; 1.x record_batch.
             to_reader = getattr(rel, "to_arrow_reader", None) or rel.record_batch
@@ -314,18 +309,31 @@ class Lake:
             frame = frame.head(limit)
         return Result(columns, frame, truncated)
 
-    def _kind(self, statement) -> str:
-        """The statement's type, or for an EXPLAIN the type of the statement it explains (ANALYZE runs it)."""
-        if statement.type != duckdb.StatementType.EXPLAIN:
-            return statement.type.name
-        inner, found = _EXPLAIN.subn("", statement.query, count=1)
-        try:
-            (explained,) = self._parser.extract_statements(inner) if found else ()
-        except (duckdb.Error, ValueError):
-            explained = None
-        if explained is None or explained.type == duckdb.StatementType.EXPLAIN:
-            return "EXPLAIN of a statement that cannot be read apart"  # refused: unknown is not read-only
-        return explained.type.name
+    def _read_only_text(self, statement) -> str:
+        """The text to run for a statement that DuckDB's parser calls a SELECT, or an EXPLAIN [ANALYZE] of one.
+
+        An EXPLAIN is rebuilt from the SELECT the parser found inside it, never run as the user wrote it: our
+        reading of EXPLAIN's prefix (comments, options) cannot be trusted to match DuckDB's lexer (nested
+        `/* /* */ */`, a `--` comment ended by CR), and a mismatch had `EXPLAIN ANALYZE ... COPY` rewrite a lake file.
+        The rebuilt text is a keyword, a newline and a statement the parser read on its own, so it lexes the same.
+        EXPLAIN's options, such as (FORMAT json), are dropped."""
+        if statement.type == duckdb.StatementType.SELECT:
+            return statement.query
+        kind = statement.type.name
+        if statement.type == duckdb.StatementType.EXPLAIN:
+            prefix = _EXPLAIN.match(statement.query)
+            try:
+                (explained,) = self._parser.extract_statements(statement.query[prefix.end() :]) if prefix else ()
+            except (duckdb.Error, ValueError):
+                explained = None
+            if explained is not None and explained.type == duckdb.StatementType.SELECT:
+                analyze = re.search(r"\bANALY[SZ]E\b", prefix.group(0), re.I) is not None
+                return ("EXPLAIN ANALYZE\n" if analyze else "EXPLAIN\n") + explained.query
+            kind = explained.type.name if explained is not None else "EXPLAIN of unclear text"
+        raise QueryError(
+            f"only read-only queries are allowed (SELECT, or EXPLAIN [ANALYZE] of one); got a {kind} "
+            f"statement: {statement.query.strip()[:80]}"
+        )
 
     def close(self) -> None:
         self.con.close()
