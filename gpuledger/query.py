@@ -98,6 +98,10 @@ def views_script(root: Path | str) -> str:
     return "\n".join(parts) + "\n"
 
 
+# gpuledger's own folders in a lake (not any "_" name: a project folder with __pycache__/ is no lake).
+_OWN_FOLDERS = {"_state", "_spool", "_sim"}
+
+
 def require_lake(root: Path | str) -> Path:
     """`root`, if it holds a lake (or is an empty folder, a lake nothing has been written to yet); else LakeError.
 
@@ -110,7 +114,7 @@ def require_lake(root: Path | str) -> Path:
         raise LakeError(f"no lake at {root}: it is a file, not a folder")
     # A lake holds table folders and gpuledger's own _state, _spool, _sim; a folder holding none of them is not one.
     names = [p.name for p in root.iterdir()]
-    if names and not any(n in schema.TABLES or n.startswith("_") for n in names):
+    if names and not any(n in schema.TABLES or n in _OWN_FOLDERS for n in names):
         raise LakeError(f"no lake at {root}: the folder holds none of the lake's tables (e.g. gpu_samples/, jobs/)")
     return root
 
@@ -139,12 +143,17 @@ PARAM_TYPES = {
 }
 
 
+# What the untyped guess takes for a number: plain decimal digits only. Python's int() and float() also take
+# "1_000", "nan", "inf" and other scripts' digits, so a job id such as 2023_01 would have matched 202301.
+_INT = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
 def _guess(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
+    if _INT.fullmatch(value):
+        return int(value)
+    if _DECIMAL.fullmatch(value):
+        return float(value)
     return value
 
 

@@ -141,6 +141,8 @@ def test_a_lake_that_is_not_there_is_named_not_read_as_empty(tmp_path, monkeypat
     _one_line_error(cli("views"), "no lake at gpuledger-data")
     (tmp_path / "notes.txt").write_text("not a lake")
     _one_line_error(cli("sql", "--lake", tmp_path, "SELECT 1"), "holds none of the lake's tables")
+    (tmp_path / "project" / "__pycache__").mkdir(parents=True)  # a "_" folder that is not gpuledger's (review)
+    _one_line_error(cli("sql", "--lake", tmp_path / "project", "SELECT 1"), "holds none of the lake's tables")
     # An empty folder is a lake nothing has been written to yet.
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -153,6 +155,9 @@ def test_a_parameter_can_say_its_type(small_lake):
     cases = [
         ("v=0123", "123,INTEGER"),  # without a type, a number is a number (the guess)
         ("v:str=0123", "0123,VARCHAR"),
+        ("v=2023_01", "2023_01,VARCHAR"),  # int() would take it as 202301 (review)
+        ("v=nan", "nan,VARCHAR"),
+        ("v=1.5", "1.5,DOUBLE"),
         ("v:int=7", "7,INTEGER"),
         ("v:float=7", "7.0,DOUBLE"),
         ("v:bool=yes", "true,BOOLEAN"),
