@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from collector.dcgm.exposition import ExpositionError, parse
 from collector.dcgm.rows import PageRows, RowBuilder
@@ -101,3 +102,8 @@ class DcgmSource:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:
+    """Entry point `dcgm` (collector/source.py SourceFactory): the --url pages, else the config's dcgm_urls."""
+    return DcgmSource(cfg, urls or cfg.collector.dcgm_urls)

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from collector.k8s.pods import BadQuantity, gpu_request, job_row
 from collector.source import Batch
@@ -145,3 +146,8 @@ class _Ref:
     def __init__(self, d: dict):
         self.kind, self.name = d.get("kind"), d.get("name")
         self.api_version, self.controller = d.get("apiVersion"), d.get("controller", False)
+
+
+def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> K8sSource:
+    """Entry point `k8s` (collector/source.py SourceFactory): the cluster's pods, in-cluster or from kubeconfig."""
+    return K8sSource(cfg)

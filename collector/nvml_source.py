@@ -370,3 +370,8 @@ def _bus_id(pci) -> str | None:
 
 def _f(v) -> float | None:
     return float(v) if v is not None else None
+
+
+def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> NvmlSource:
+    """Entry point `nvml` (collector/source.py SourceFactory): this node's GPUs."""
+    return NvmlSource(cfg)

@@ -12,6 +12,7 @@ import math
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 from collector.dcgm.rows import RowBuilder
 from collector.http_fetch import FetchError, get
@@ -92,3 +93,10 @@ def _float(v: str) -> float:
         return float(v)  # Prometheus writes NaN, +Inf, -Inf as strings float() accepts
     except ValueError:
         return math.nan
+
+
+def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> PrometheusSource:
+    """Entry point `prometheus` (collector/source.py SourceFactory): the --url server, else the config's."""
+    if len(urls) > 1:
+        raise SourceError("prometheus: give one --url (the Prometheus server)")
+    return PrometheusSource(cfg, urls[0] if urls else cfg.collector.prometheus_url)

@@ -126,3 +126,8 @@ class SimSource:
 
     def close(self) -> None:
         pass
+
+
+def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> SimSource:
+    """Entry point `sim` (collector/source.py SourceFactory): the simulated fleet, resumed from the lake's state."""
+    return SimSource(cfg, lake, now_s)

@@ -1,15 +1,22 @@
 """The collector's one plug-in point: a Source yields typed record batches for lake tables.
 
-Built-in sources are listed in collector/sources.py; they implement this protocol like anyone else would.
+A source is registered by name in the entry-point group `gpuledger.sources`, naming its SourceFactory; the
+built-ins are registered in gpuledger's pyproject.toml exactly as a third-party package registers its own:
+
+    [project.entry-points."gpuledger.sources"]
+    acme = "acme_gpu.source:from_config"
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import polars as pl
+
+from gpuledger.config import Config
 
 
 @dataclass(frozen=True)
@@ -50,3 +57,13 @@ class Source(Protocol):
     def collect(self, now_s: float) -> Iterable[Batch]: ...
 
     def close(self) -> None: ...
+
+
+class SourceFactory(Protocol):
+    """What an entry point in `gpuledger.sources` names: builds the source from the validated config, the lake's
+    root, the start time `now_s` (UTC seconds) and the `--url` values given to `gpuledger collect` (empty when
+    none; a source that takes no URL ignores them). It raises gpuledger.errors.SourceError naming the source and
+    the reason when it cannot start.
+    """
+
+    def __call__(self, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> Source: ...

@@ -1,46 +1,43 @@
-"""The one explicit list of built-in sources. No registration at import: `make()` is called at startup and
-names the source that failed and why."""
+"""Sources by name, from the entry-point group `gpuledger.sources` (the built-ins are registered there too, in
+pyproject.toml). Nothing is loaded at import: `make()` is called at startup and names the source that failed
+and why."""
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from collector.source import Source
-from gpuledger.config import SOURCE_NAMES, Config
+from collector.source import Source, SourceFactory
+from gpuledger.config import SOURCE_GROUP, Config, source_names
 from gpuledger.errors import SourceError
-
-AVAILABLE = ("sim", "nvml", "k8s", "dcgm", "prometheus")
 
 
 def make(name: str, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...] = ()) -> Source:
-    """Build one source by name; `urls` (from --url) override the config's for dcgm and prometheus."""
-    if name == "nvml":
-        from collector.nvml_source import NvmlSource
+    """Build one source by name; `urls` (from --url) override the config's for the sources that read URLs."""
+    return _factory(name)(cfg, lake, now_s, tuple(urls))
 
-        return NvmlSource(cfg)
-    if name == "dcgm":
-        from collector.dcgm_source import DcgmSource
 
-        return DcgmSource(cfg, urls or cfg.collector.dcgm_urls)
-    if name == "prometheus":
-        from collector.prometheus_source import PrometheusSource
+def _factory(name: str) -> SourceFactory:
+    found = {ep.value: ep for ep in entry_points(group=SOURCE_GROUP) if ep.name == name}
+    if not found:
+        raise SourceError(f"unknown source {name!r} (registered: {', '.join(source_names())})")
+    if len(found) > 1:  # two installed packages claim the name: say which, rather than pick one
+        claims = ", ".join(f"{v} ({_dist(ep)})" for v, ep in sorted(found.items()))
+        raise SourceError(f"source {name!r} is registered more than once: {claims}")
+    (ep,) = found.values()
+    try:
+        return ep.load()
+    except ImportError as e:
+        # By convention a package's extra named after the source holds what it needs (gpuledger[k8s] for k8s).
+        extras = (ep.dist.metadata.get_all("Provides-Extra") or []) if ep.dist is not None else []
+        hint = f": pip install '{_dist(ep)}[{name}]'" if name in extras else ""
+        raise SourceError(f"source {name!r} needs {e.name or 'a module it cannot import'}{hint} ({e})") from e
+    except AttributeError as e:
+        raise SourceError(f"source {name!r}: entry point {ep.value} names nothing ({e})") from e
 
-        if len(urls) > 1:
-            raise SourceError("prometheus: give one --url (the Prometheus server)")
-        return PrometheusSource(cfg, urls[0] if urls else cfg.collector.prometheus_url)
-    if name == "sim":
-        from collector.sim_source import SimSource
 
-        return SimSource(cfg, lake, now_s)
-    if name == "k8s":
-        try:
-            from collector.k8s_source import K8sSource
-        except ImportError as e:
-            raise SourceError(f"source 'k8s' needs the kubernetes client: pip install 'gpuledger[k8s]' ({e})") from e
-        return K8sSource(cfg)
-    if name in SOURCE_NAMES:
-        raise SourceError(f"source {name!r} is not available in this version (available: {', '.join(AVAILABLE)})")
-    raise SourceError(f"unknown source {name!r} (known: {', '.join(SOURCE_NAMES)})")
+def _dist(ep: EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "?"
 
 
 def open_nvml(cfg: Config, nvml=None):

@@ -220,12 +220,28 @@ def _stop_event() -> threading.Event:
     return stop
 
 
+class _RegisteredSources(click.Choice):
+    """The registered source names (gpuledger.config.source_names), read when --source is parsed or shown: reading
+    them takes ~50 ms, which every other command would pay if they were read when this module is imported."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self):
+        return config_mod.source_names()
+
+    @choices.setter
+    def choices(self, _) -> None:  # click.Choice.__init__ assigns it; the names are always read afresh
+        pass
+
+
 @main.command()
 @click.option(
     "--source",
     "source_names",
     multiple=True,
-    type=click.Choice(config_mod.SOURCE_NAMES),
+    type=_RegisteredSources(),
     help="Source to collect from (repeatable) [config collector.sources].",
 )
 @click.option("--once", is_flag=True, help="Scrape once, flush to the lake and exit.")

@@ -12,13 +12,21 @@ import socket
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from gpuledger.errors import ConfigError
 
-SOURCE_NAMES = ("nvml", "dcgm", "prometheus", "k8s", "sim")
+# Sources register a factory under a name in this entry-point group, the built-ins too (pyproject.toml), so a
+# third-party package adds one with no edit here. The core reads the names only; collector/sources.py loads them.
+SOURCE_GROUP = "gpuledger.sources"
 SIM_MODELS = ("H100", "H200", "A100", "L40S", "L4", "T4")
+
+
+def source_names() -> tuple[str, ...]:
+    """The registered source names, sorted (read from installed metadata, ~50 ms: call it when needed)."""
+    return tuple(sorted(entry_points(group=SOURCE_GROUP).names))
 
 
 @dataclass(frozen=True)
@@ -322,9 +330,10 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         )
         num = (int, float)
         sources = c.get(t, "sources", "collector.sources", list, list(col.sources))
+        registered = source_names() if sources else ()
         for i, s in enumerate(sources):
-            if s not in SOURCE_NAMES:
-                c.bad(f"collector.sources[{i}]", f"unknown source {s!r} (known: {', '.join(SOURCE_NAMES)})")
+            if s not in registered:
+                c.bad(f"collector.sources[{i}]", f"unknown source {s!r} (registered: {', '.join(registered)})")
         dup = sorted({s for s in sources if sources.count(s) > 1})
         if dup:
             c.bad("collector.sources", f"listed twice: {', '.join(map(str, dup))}")
