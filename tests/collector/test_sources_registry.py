@@ -42,11 +42,12 @@ def test_an_unknown_source_by_name_lists_the_registered_ones(tmp_path):
 
 
 def test_k8s_without_the_kubernetes_client_names_the_extra(monkeypatch, tmp_path):
-    # None in sys.modules makes `import kubernetes` fail as if the [k8s] extra were not installed (the error then
-    # names kubernetes.utils, the first module asked for, where a missing package names kubernetes).
-    monkeypatch.setitem(sys.modules, "kubernetes", None)
-    for mod in ("collector.k8s_source", "collector.k8s.pods"):
+    # None in sys.modules makes `import kubernetes` fail as if the [k8s] extra were not installed; its submodules
+    # and ours that imported it, loaded by earlier tests, are set aside (monkeypatch puts them back). The error then
+    # names kubernetes.utils, the first module asked for; with the package absent it names kubernetes.
+    for mod in [m for m in sys.modules if m.startswith("kubernetes.")] + ["collector.k8s_source", "collector.k8s.pods"]:
         monkeypatch.delitem(sys.modules, mod, raising=False)
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
     with pytest.raises(SourceError, match=r"^source 'k8s' needs kubernetes\S*: pip install 'gpuledger\[k8s\]' \("):
         sources.make("k8s", Config(), tmp_path, 0.0)
 
