@@ -2,6 +2,9 @@
 
     python benchmarks/dashboards.py --lake DIR [--runs 20]
     (DIR: `gpuledger simulate --nodes 125 --gpus-per-node 8 --days 365 --step-s 3600`, then `gpuledger analyze`)
+    python benchmarks/dashboards.py --tiny
+    (2 nodes x 2 GPUs for 3 days, built and analysed in a temp dir, 2 runs per callback and one browser load of
+    the first page, seconds in all, so the test suite runs this script)
 
 Callbacks are timed server-side, as Dash's renderer calls them (POST /_dash-update-component through Flask's test
 client, in this process), `--runs` times each, after one warm-up: the page render for every page with the
@@ -20,14 +23,21 @@ import argparse
 import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+# The repository first: this script's own folder (sys.path[0]) holds a dashboards.py that hides the package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _proc import gpuledger as gl  # noqa: E402
 
 from analytics.whatif import for_dashboard  # noqa: E402
 from dashboards.app import PAGES, create_app  # noqa: E402
+
+END = "2026-12-01T00:00:00Z"  # the end of the --tiny lake
 
 
 def render_body(path: str, search: str) -> dict:
@@ -90,7 +100,7 @@ def timed(client, body, runs: int) -> tuple[float, float, float]:
     return statistics.median(times), p95, times[-1]
 
 
-def browser_loads(app, pages, search: str) -> dict[str, tuple[float, float]] | None:
+def browser_loads(app, pages, search: str, loads: int = 3) -> dict[str, tuple[float, float]] | None:
     if shutil.which("chromedriver") is None:
         print("first page load: skipped (no chromedriver on PATH)")
         return None
@@ -117,7 +127,7 @@ def browser_loads(app, pages, search: str) -> dict[str, tuple[float, float]] | N
     try:
         for page in pages:
             times = []
-            for _ in range(3):
+            for _ in range(loads):
                 driver.get("about:blank")
                 t0 = time.perf_counter()
                 driver.get(url + page.PATH + search)
@@ -138,9 +148,28 @@ def browser_loads(app, pages, search: str) -> dict[str, tuple[float, float]] | N
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lake", type=Path, required=True)
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--lake", type=Path, default=None, help="an analysed lake (required unless --tiny)")
+    ap.add_argument("--runs", type=int, default=None, help="[20; 2 with --tiny]")
+    ap.add_argument("--tiny", action="store_true", help="a 4-GPU lake for 3 days, 2 runs: checks it runs")
     a = ap.parse_args()
+    a.runs = a.runs or (2 if a.tiny else 20)
+    if a.lake is None and not a.tiny:
+        ap.error("--lake DIR is required (or --tiny)")
+    tmp = None
+    if a.lake is None:
+        tmp = Path(tempfile.mkdtemp(prefix="gl-dash-"))
+        a.lake = tmp / "lake"
+        sim = ["--nodes", "2", "--gpus-per-node", "2", "--days", "3", "--step-s", "3600", "--end", END]
+        gl("simulate", "--lake", str(a.lake), *sim)
+        gl("analyze", "--lake", str(a.lake), "--to", END)
+    try:
+        run(a)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(a) -> None:
     import resource
 
     app = create_app(a.lake, whatif=for_dashboard)
@@ -177,7 +206,8 @@ def main() -> None:
         if not label.startswith("what-if"):
             worst = max(worst, t[1])
     print(f"slowest callback p95 (what-if apart): {worst:.3f} s (target < 0.5 s)")
-    loads = browser_loads(app, PAGES, "")
+    # --tiny: one load of one page shows the browser part still runs; all seven pages would add ~10 s.
+    loads = browser_loads(app, PAGES[:1], "", loads=1) if a.tiny else browser_loads(app, PAGES, "")
     if loads:
         print(f"{'first page load in Chromium (default range)':44s} {'best':>7s} {'median':>7s}")
         for name, (best, med) in loads.items():

@@ -1,6 +1,7 @@
 """A central collector scraping many dcgm-exporter endpoints: time for one full round.
 
-    python benchmarks/dcgm_fleet.py [--endpoints 1000] [--rounds 3]
+    python benchmarks/dcgm_fleet.py [--endpoints 1000] [--rounds 3] [--tiny]
+    (--tiny: 4 endpoints, 4 threads, one round, so the test suite runs this script)
 
 A separate process serves `--endpoints` loopback ports, each a realistic dcgm-exporter page: 8 GPUs x 40 fields
 with dcgm-exporter's real label sets (built from tests/fixtures/dcgm/l4-aws-kops-...prom, the full default
@@ -82,7 +83,10 @@ def main() -> None:
     ap.add_argument("--endpoints", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=64)
+    ap.add_argument("--tiny", action="store_true", help="4 endpoints, one round: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.endpoints, a.rounds, a.workers = 4, 1, 4
     import resource
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))

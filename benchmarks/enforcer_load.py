@@ -1,14 +1,15 @@
 """/validate latency over TLS under load: `wrk` (Debian package) as a separate process against a real
 `gpuledger enforcer serve`.
 
-    python benchmarks/enforcer_load.py [--rate 500] [--seconds 60] [--connections 16]
+    python benchmarks/enforcer_load.py [--rate 500] [--seconds 60] [--connections 16] [--tiny]
+    (--tiny: 100 req/s for 2 s on 2 connections, and 2 s each unpaced, so the test suite runs this script)
 
 1. Sustained: wrk paced to --rate requests/s in all (its Lua `delay()`: each of the connections waits
    connections/rate s, less ~1 ms for the request itself, between requests) for --seconds, posting a GPU Pod
    CREATE (derived from the real kubewarden request: 1 H100) of a tenant with a quota, so every request goes
    through every policy; p50/p99 and errors.
-2. The most it sustains: wrk unpaced for 15 s, the same request.
-3. Baseline, same run: wrk unpaced against GET /healthz (TLS, uvicorn and routing; no decision).
+2. The most it sustains: wrk unpaced for --burst-seconds (15 s), the same request.
+3. Baseline, same run: wrk unpaced against GET /healthz (TLS, uvicorn and routing; no decision), as long.
 Needs wrk on PATH (`apt-get install wrk`).
 """
 
@@ -101,7 +102,11 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=500)
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--burst-seconds", type=int, default=15, help="each unpaced run [15]")
+    ap.add_argument("--tiny", action="store_true", help="2 s runs at 100 req/s on 2 connections: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.rate, a.seconds, a.connections, a.burst_seconds = 100, 2, 2, 2
     if shutil.which("wrk") is None:
         sys.exit("wrk not found: apt-get install wrk")
     tmp = Path(tempfile.mkdtemp(prefix="gl-enforcer-"))
@@ -165,14 +170,14 @@ def main() -> None:
             f"sustained {a.rate:g} req/s for {a.seconds} s: achieved {s['rps']:.0f} req/s ({s['requests']:,} "
             f"requests), p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms, errors {s['errors']}"
         )
-        m = wrk(base + "/validate", 15, a.connections, unpaced)
+        m = wrk(base + "/validate", a.burst_seconds, a.connections, unpaced)
         print(
-            f"the most it sustains (unpaced, 15 s): {m['rps']:.0f} req/s, p50 {m['p50_ms']:.2f} ms, "
+            f"the most it sustains (unpaced, {a.burst_seconds} s): {m['rps']:.0f} req/s, p50 {m['p50_ms']:.2f} ms, "
             f"p99 {m['p99_ms']:.2f} ms, errors {m['errors']}"
         )
-        h = wrk(base + "/healthz", 15, a.connections, health)
+        h = wrk(base + "/healthz", a.burst_seconds, a.connections, health)
         print(
-            f"baseline GET /healthz (unpaced, 15 s): {h['rps']:.0f} req/s, p50 {h['p50_ms']:.2f} ms, "
+            f"baseline GET /healthz (unpaced, {a.burst_seconds} s): {h['rps']:.0f} req/s, p50 {h['p50_ms']:.2f} ms, "
             f"p99 {h['p99_ms']:.2f} ms; /validate's maximum is {m['rps'] / h['rps']:.2f}x of it"
         )
         sent = 1 + s["requests"] + m["requests"]

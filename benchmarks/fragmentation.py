@@ -1,6 +1,8 @@
 """FGD fragmentation: the vectorised metric against a literal Python loop, and the placement replay on openb.
 
-    python benchmarks/fragmentation.py [--nodes 5000] [--gpus 8] [--types 50] [--rounds 5] [--seed 42]
+    python benchmarks/fragmentation.py [--nodes 5000] [--gpus 8] [--types 50] [--rounds 5] [--seed 42] [--tiny]
+    (--tiny: 50 nodes x 10 task types, one round, and the replay on openb's first 30 nodes, so the test suite runs
+    this script)
 
 Metric: a synthetic fleet of `--nodes` nodes with `--gpus` GPUs each (free milli drawn from 0, 1000 and
 partial shares) against `--types` task types (CPU-only, sharing and whole-GPU, two models). node_fragmentation
@@ -92,7 +94,7 @@ def bench_metric(a) -> None:
     print(f"metric: {a.nodes} nodes x {a.gpus} GPUs x {a.types} task types")
     print(f"  node_fragmentation, median of {a.rounds}: {fast * 1000:.1f} ms")
     print(f"  baseline, literal Python loop:        {base * 1000:.1f} ms")
-    print(f"  ratio: {base / fast:.0f}x")
+    print(f"  ratio: {base / fast:.1f}x")
 
 
 def bench_replay(a) -> None:
@@ -101,6 +103,8 @@ def bench_replay(a) -> None:
         return
     pods = pl.read_csv(OPENB / "openb_pod_list_default.csv")
     nodes = pl.read_csv(OPENB / "openb_node_list_gpu_node.csv").rename({"sn": "node", "gpu": "gpus"})
+    if a.tiny:
+        nodes = nodes.head(30)
     capacity = int(nodes["gpus"].sum())
     t0 = time.perf_counter()
     task_types = typical_task_types(pods)
@@ -135,7 +139,10 @@ def main() -> None:
     ap.add_argument("--types", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--tiny", action="store_true", help="50 nodes, one round, a 30-node replay: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.nodes, a.types, a.rounds = 50, 10, 1
     bench_metric(a)
     bench_replay(a)
 

@@ -1,6 +1,7 @@
 """The nvml source's own CPU per scrape of an 8-GPU node, NVML calls excluded.
 
-    python benchmarks/nvml_scrape.py [--n 2000]
+    python benchmarks/nvml_scrape.py [--n 2000] [--tiny]
+    (--tiny: n=20, so the test suite runs this script)
 
 Runs the real NvmlSource against the fake pynvml (tests/fakes, 8 x H100 from a real capture). Every NVML call is
 timed by a proxy and subtracted, so what remains is gpuledger's own work per scrape (building rows, unit
@@ -49,7 +50,10 @@ class Timed:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--tiny", action="store_true", help="n=20: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.n = 20
     nvml = Timed(fleets.h100_node(8))
     cfg = Config(collector=CollectorConfig(node="bench", process_interval_s=10))
     src = NvmlSource(cfg, nvml=nvml)

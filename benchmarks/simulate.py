@@ -1,6 +1,7 @@
 """Backfill throughput: `gpuledger simulate` at the issue's size, against a bare polars write of the same rows.
 
-    python benchmarks/simulate.py [--nodes 125 --gpus-per-node 8 --days 7 --step-s 10] [--keep DIR]
+    python benchmarks/simulate.py [--nodes 125 --gpus-per-node 8 --days 7 --step-s 10] [--keep DIR] [--tiny]
+    (--tiny: 2 nodes x 2 GPUs for 6 hours at 60 s, seconds in all, so the test suite runs this script)
 
 Prints: wall time, samples/s, peak RSS of the whole process tree (parent + workers), and the baseline: one
 `polars.DataFrame.write_parquet` call writing the same gpu_samples rows (read back from the lake first, not
@@ -30,7 +31,10 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--step-s", type=int, default=10)
     ap.add_argument("--keep", type=Path, default=None, help="write the lake here and keep it")
+    ap.add_argument("--tiny", action="store_true", help="2 nodes x 2 GPUs for 6 hours at 60 s: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.nodes, a.gpus_per_node, a.days, a.step_s = 2, 2, 0.25, 60
     work = Path(tempfile.mkdtemp(prefix="gl-bench-", dir=a.keep.parent if a.keep else None))
     lake = a.keep or work / "lake"
     cmd = [

@@ -1,6 +1,7 @@
 """Spool append + fsync of one 8-GPU scrape, against the bare cost of the disk.
 
-    python benchmarks/spool_append.py [--n 2000] [--dir DIR]
+    python benchmarks/spool_append.py [--n 2000] [--dir DIR] [--tiny]
+    (--tiny: n=20, so the test suite runs this script)
 
 The batch is a real one: the 8 GPU rows the simulated fleet's live source produces for one scrape (all
 gpu_samples columns). Baseline: os.write + fdatasync of the same bytes on the same disk, which is the floor
@@ -40,7 +41,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--dir", type=Path, default=None, help="a directory on the disk to measure [a temp dir]")
+    ap.add_argument("--tiny", action="store_true", help="n=20: checks it runs")
     a = ap.parse_args()
+    if a.tiny:
+        a.n = 20
     tmp = Path(tempfile.mkdtemp(dir=a.dir))
     cols = one_scrape(tmp)
     assert len(cols["gpu_uuid"]) == 8

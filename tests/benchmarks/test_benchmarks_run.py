@@ -1,0 +1,105 @@
+"""Every script in benchmarks/ runs in its --tiny mode: it exits 0 and prints its figure lines.
+
+A benchmark nobody runs rots: analytics_run.py globbed the old date=/node= layout and stopped on the date-only lake,
+and finops_views.py met views it had no question for and a lake connection that no longer writes files. The tiny
+sizes take seconds; no time is asserted, only that each figure is still printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, SHARED
+
+# The whole tiny run takes ~35 s on 2 cores (analytics, finops and dashboards each simulate and analyse a lake).
+pytestmark = pytest.mark.slow
+
+BENCH = REPO / "benchmarks"
+N = r"[\d.,]+"
+
+# script -> the figure lines it must print, as regexes
+FIGURES: dict[str, tuple[str, ...]] = {
+    "analytics_run.py": (
+        rf"analytics over {N} GPU samples \({N} GPU-hours\)",
+        rf"round 1: baseline +{N} s +all analytics +{N} s +ratio {N}x +peak RSS {N} GB",
+        rf"median ratio +{N}x",
+        rf"incremental run, one new hour +{N} s",
+    ),
+    "simulate.py": (rf"samples +{N}", rf"throughput +{N} samples/s", rf"baseline +{N} s", rf"ratio +{N}x the bare"),
+    "spool_append.py": (
+        rf"spool append +median {N} ms +p99 {N} ms",
+        rf"baseline \(disk\) +median {N} ms",
+        rf"ratio +{N}x",
+    ),
+    "nvml_scrape.py": (rf"own CPU per scrape .* median {N} ms +p99 {N} ms", rf"NVML calls \(the fake\) .* median {N}"),
+    "dcgm_parse.py": (
+        rf"8-GPU node pages: 1 pages, {N} samples, .*outputs identical",
+        r"real captures .*outputs identical",
+        rf"parse_fast +{N} samples/s",
+        rf"ratio +{N}x",
+    ),
+    "dcgm_fleet.py": (rf"one round, fast parser +median {N} s", rf"one round, reference parser +median {N} s"),
+    "fragmentation.py": (rf"node_fragmentation, median of 1: {N} ms", rf"baseline, literal Python loop: +{N} ms"),
+    "finops_views.py": (
+        rf"gpu_hourly +{N} +{N}s +{N}s +{N}s +{N}x",
+        rf"slowest analyst query over a view of the analytics tables: {N} s",
+        rf"export focus --period 2026-11: {N} charges in {N} s",
+        rf"baseline: COPY of that month's cost_allocation rows to Parquet {N} s",
+    ),
+    "dashboards.py": (
+        rf"snapshot of the analytics tables: built in {N} s",
+        rf"baseline: router, no query \(not found\) +{N}",
+        rf"Overview: default 30 days +{N} +{N} +{N} +{N}x",
+        rf"what-if, 7 days of jobs, \+64 GPUs +{N}",
+        rf"slowest callback p95 \(what-if apart\): {N} s",
+    ),
+    "enforcer_load.py": (
+        rf"sustained 100 req/s for 2 s: achieved {N} req/s .*errors 0",
+        rf"the most it sustains \(unpaced, 2 s\): {N} req/s",
+        rf"baseline GET /healthz \(unpaced, 2 s\): {N} req/s",
+        rf"audit: {N} decisions in admission_decisions",
+    ),
+}
+# A script that cannot run at all without a tool: its test is skipped where the tool is missing.
+TOOLS = {"enforcer_load.py": "wrk"}
+# Parts a script runs only where their input or tool is here (it prints that it skipped them otherwise).
+EXTRA = {
+    "fragmentation.py": ((SHARED / "data/traces/alibaba-gpu-v2023").is_dir(), rf"fgd +: {N} pods in {N} s"),
+    "dashboards.py": (shutil.which("chromedriver") is not None, rf"^Overview +{N} +{N}$"),
+}
+
+
+def test_every_benchmark_has_a_tiny_run():
+    scripts = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("_")}
+    assert scripts == set(FIGURES)
+
+
+@pytest.mark.parametrize("script", sorted(FIGURES))
+def test_benchmark_runs_tiny(script, tmp_path):
+    tool = TOOLS.get(script)
+    if tool and shutil.which(tool) is None:
+        pytest.skip(f"{script} needs {tool} on PATH (Debian package {tool})")
+    figures = FIGURES[script]
+    here, extra = EXTRA.get(script, (False, ""))
+    if here:
+        figures = (*figures, extra)
+    # TMPDIR: the lakes and files a script makes in temp dirs land under tmp_path, even when it fails midway.
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--tiny"],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (
+        f"{script} --tiny exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    )
+    missing = [f for f in figures if not re.search(f, done.stdout, re.M)]
+    assert not missing, f"{script} --tiny did not print {missing}:\n{done.stdout}"
