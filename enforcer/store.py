@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import threading
@@ -111,10 +110,9 @@ class AuditWriter:
                 rows += n
                 log.info("audit: replayed %d decision(s) left in %s by a replica that is gone", n, d)
                 if not any(d.glob("seg-*.wal")):  # all in the lake (a corrupt segment would be kept aside)
-                    for f in ("HIGHWATER", "LOCK"):
-                        (d / f).unlink(missing_ok=True)
-                    with contextlib.suppress(OSError):
-                        d.rmdir()  # not empty (corrupt/): kept for inspection
+                    # LOCK is never removed: a replica that opened it before an unlink would flock a file no
+                    # longer at that path, and a third could then take a new LOCK and "adopt" a live spool
+                    (d / "HIGHWATER").unlink(missing_ok=True)
             finally:
                 orphan.close()
         return rows

@@ -189,6 +189,14 @@ class Spool:
             raise SpoolError(f"cannot open the spool lock {path}: {e.strerror}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            st, now = os.fstat(fd), os.stat(path)
+            if (st.st_ino, st.st_dev) != (now.st_ino, now.st_dev):
+                # the LOCK we opened was replaced before our flock: holding it guards nothing, take the new one
+                os.close(fd)
+                return self.lock()
+        except FileNotFoundError:
+            os.close(fd)  # unlinked under us (an older release removed an adopted spool's LOCK): take a new one
+            return self.lock()
         except BlockingIOError:
             holder = os.pread(fd, 256, 0).decode(errors="replace").split()
             os.close(fd)
