@@ -243,13 +243,24 @@ class Spool:
         segment and kept objects is one step under the lock, so no append lands in one and not the other; the old
         segment is synced and closed after it."""
         with self._lock:
-            if self._fd is None or self._current is None or self._size == 0:
+            if self._fd is None or self._current is None:
+                return None
+            if self._torn:
+                # a failed append's bytes may be a whole, valid record (written, then its fdatasync failed): its
+                # replay would put in the lake a batch the caller still holds and appends again, a duplicate
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError as e:
+                    raise SpoolError(f"cannot cut spool segment {self._current} back to its last whole record: "
+                                     f"{e.strerror}") from e
+                self._torn = False
+            if self._size == 0:
                 return None
         new = self._create_segment()
         with self._lock:
             path, fd, kept = self._current, self._fd, self._kept
             (self._current, self._fd), self._kept = new, []
-            self._size, self._torn = 0, False  # a torn tail left in the old segment is dropped by its replay
+            self._size, self._torn = 0, False  # the old segment was cut back to whole records above
         try:
             if not self.fsync:
                 os.fdatasync(fd)  # every append was synced already with fsync; else all of it on disk now
