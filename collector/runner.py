@@ -223,6 +223,9 @@ class Collector:
         try:
             self.flush()
             if self._pending:
+                # the flush turned the spool into Parquet and deleted it, which frees space on the spool's disk
+                self.flush()
+            if self._pending:
                 raise SpoolError(
                     f"{self._pending_rows} scraped row(s) never reached the spool and are lost: {self._spool_error}"
                 )

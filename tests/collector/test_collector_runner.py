@@ -178,3 +178,27 @@ def test_batches_the_spool_refuses_wait_in_memory_in_order_up_to_a_bound(tmp_pat
         int(T) + 4,
         int(T) + 5,
     ]
+
+
+def test_close_appends_what_a_flush_made_room_for_before_calling_it_lost(tmp_path, monkeypatch):
+    """The spool's disk is full until a flush turns the log into Parquet and deletes it: close must drain after
+    that flush, not report the kept rows as lost."""
+    col = make(tmp_path, Scripted())
+    col.start()
+    real_append, real_flush, flushed = col.spool.append, col.spool.flush, []
+
+    def append_while_full(*a, **k):
+        if not flushed:
+            raise SpoolError("cannot append to spool segment: No space left on device")
+        return real_append(*a, **k)
+
+    def flush_frees_space(lake):
+        flushed.append(1)
+        return real_flush(lake)
+
+    monkeypatch.setattr(col.spool, "append", append_while_full)
+    monkeypatch.setattr(col.spool, "flush", flush_frees_space)
+    col.scrape()
+    assert col._pending_rows == 1
+    col.close()  # raised "1 scraped row(s) never reached the spool and are lost" before
+    assert scan(tmp_path / "lake", "gpu_samples").collect()["util_gpu_pct"].to_list() == [42.0]
