@@ -14,6 +14,7 @@ from enforcer.decide import Table
 from enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
+from gpuledger.lake_lock import reading
 from gpuledger.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,12 @@ def load_table(lake: Path) -> Table | None:
     """The latest analysis's rows of the lake's `decisions` table (None when the analytics have not run)."""
     if not has_data(lake, "decisions"):
         return None
-    d = scan(lake, "decisions").collect()
+    holds = None
+    with reading(lake):  # the analytics replace these files under the exclusive lock: never mid-read
+        d = scan(lake, "decisions").collect()
+        if has_data(lake, "idle_holds"):
+            holds = scan(lake, "idle_holds")
+            holds = holds.filter(pl.col("computed_at") == pl.col("computed_at").max()).collect()
     if d.is_empty():
         return None
     latest = d.filter(pl.col("computed_at") == pl.col("computed_at").max())
@@ -42,12 +48,10 @@ def load_table(lake: Path) -> Table | None:
         )
     at = latest["computed_at"][0]
     idle: dict[str, list[IdleHold]] = {}
-    if has_data(lake, "idle_holds"):
+    if holds is not None:
         # The latest run's rows, provided that run is not older than the decisions': the analytics write
         # idle_holds just before decisions, so a reload between the two reads the next run's holds (newer, right),
         # and holds older than the decisions would name jobs that have since woken up.
-        holds = scan(lake, "idle_holds")
-        holds = holds.filter(pl.col("computed_at") == pl.col("computed_at").max()).collect()
         if holds.height and holds["computed_at"][0] < at:
             holds = holds.clear()
         for h in holds.iter_rows(named=True):
