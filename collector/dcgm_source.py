@@ -63,6 +63,10 @@ class DcgmSource:
             raise SourceError(f"{target.url}: page is not UTF-8 (byte {e.start})") from e
         except ExpositionError as e:
             raise SourceError(f"{target.url}: {e}") from e
+        if not any(s[0].startswith(("DCGM_FI_", "DCGM_EXP_")) for s in samples):
+            # A 200 without one DCGM series is another exporter's page, or an empty one: a wrong URL, not an idle
+            # node (every other series would be taken for a GPU's field).
+            raise SourceError(f"{target.url}: no DCGM metrics on the page ({len(samples)} samples, none DCGM_FI_*)")
         return self.builders[target.url].rows(samples, ts_us, default_node=target.node)
 
     def collect(self, now_s: float) -> Iterator[Batch]:

@@ -40,6 +40,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"<html>login</html>", "text/html")
         elif self.path == "/dup":
             self._send(200, BAD_PAGE)
+        elif self.path == "/empty":
+            self._send(200, b"")
+        elif self.path == "/node-exporter":  # another exporter's page: valid, but no GPU on it
+            self._send(200, b"# TYPE node_load1 gauge\nnode_load1 0.25\n")
         elif self.path == "/hang":
             time.sleep(2)
             self._send(200, b"")
@@ -109,3 +113,27 @@ def test_no_urls_is_a_clear_error():
 
     with pytest.raises(SourceError, match="dcgm: no URL"):
         DcgmSource(Config(), [])
+
+
+@pytest.mark.parametrize("path, samples", [("/empty", 0), ("/node-exporter", 1)])
+def test_a_page_without_dcgm_metrics_is_a_scrape_error(server, path, samples):
+    src = DcgmSource(Config(collector=CollectorConfig(interval_s=10)), [server + path])
+    (batch,) = list(src.collect(T))
+    assert batch.table == "health_events" and batch.columns["kind"] == ["scrape_error"]
+    detail = f"{server}{path}: no DCGM metrics on the page ({samples} samples, none DCGM_FI_*)"
+    assert batch.columns["detail"] == [detail]
+    src.close()
+
+
+def test_collect_once_from_pages_without_dcgm_metrics_exits_1(server, tmp_path):
+    from click.testing import CliRunner
+
+    from gpuledger.cli import main
+
+    args = ["collect", "--source", "dcgm", "--url", server + "/empty", "--url", server + "/node-exporter", "--once"]
+    r = CliRunner().invoke(main, [*args, "--lake", str(tmp_path / "lake")])
+    assert r.exit_code == 1
+    assert r.output.splitlines()[-2:] == [
+        f"  {server}/empty: no DCGM metrics on the page (0 samples, none DCGM_FI_*)",
+        f"  {server}/node-exporter: no DCGM metrics on the page (1 samples, none DCGM_FI_*)",
+    ]
