@@ -1,6 +1,6 @@
 """Every lake table, defined once: columns, polars types, units, and how the table is partitioned.
 
-`sql/<table>.sql` mirrors these definitions for analysts; tests/test_schema_sql.py proves the two agree.
+`sql/<table>.sql` is generated from these (`python -m gpuledger.schema_sql --write`) for analysts.
 
 Partitioning: `<table>/date=YYYY-MM-DD/part-<writer>-<seq>.parquet`. `date` is the UTC date of the table's
 time column and lives only in the path, never inside the file, so the hive reader's value is the only one.

@@ -1,9 +1,6 @@
--- cost_allocation: one GPU x charge period x job holding it, plus the unallocated (idle) remainder of the GPU as a
--- row with no job. The rows of one (cluster, gpu_uuid, period_start) sum to origin_gpu_hours: the GPU's time in
--- the period, split among the jobs that held it. The FOCUS export (focus_cost) is built on it.
--- Time column: period_start (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- cost_allocation: one GPU x charge period x job holding it, plus the unallocated (idle) remainder of the GPU as a row with no job.
+-- Time column: period_start (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW cost_allocation AS
 SELECT

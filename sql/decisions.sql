@@ -1,7 +1,6 @@
 -- decisions: one tenant x GPU model (null = all models) at the last analysis: what the enforcer decides on.
--- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- Time column: computed_at (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW decisions AS
 SELECT

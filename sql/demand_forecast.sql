@@ -1,7 +1,6 @@
--- demand_forecast: one GPU model x UTC day: its demand (history), the backtest's prediction of it, or the forecast.
--- Grain: one GPU model x UTC day x kind. Time column: day (UTC). Units are in the column names.
--- Written by analytics/forecast.py (Holt-Winters on fleet_hourly's daily demand); defined in code in
--- gpuledger/schema.py (tests/core/test_schema_sql.py checks). Partitioned by UTC date only.
+-- demand_forecast: one GPU model x UTC day: its demand (history), the backtest's prediction of it, or the forecast ahead.
+-- Time column: day (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW demand_forecast AS
 SELECT

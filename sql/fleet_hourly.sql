@@ -1,8 +1,6 @@
 -- fleet_hourly: one GPU model x UTC hour: GPUs in the fleet, held, busy, and the demand waiting for them.
--- Grain: one GPU model x UTC hour. Time column: hour (UTC). Units are in the column names.
--- Written by analytics/fleet.py from gpu_hourly (physical GPUs) and queue_depth; defined in code in
--- gpuledger/schema.py (tests/core/test_schema_sql.py checks). The dashboards' capacity series read it.
--- Partitioned by UTC date only; every column is in the file.
+-- Time column: hour (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW fleet_hourly AS
 SELECT

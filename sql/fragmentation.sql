@@ -1,7 +1,6 @@
 -- fragmentation: one GPU model x UTC hour: free GPU capacity and how much of it the model's typical jobs cannot use.
--- Time column: ts (UTC). Written by analytics/ (gpuledger analyze). FGD: ../shared/FRAGMENTATION.md.
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only; every column is in the file.
+-- Time column: ts (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW fragmentation AS
 SELECT

@@ -1,12 +1,12 @@
 -- gpu_5min: one GPU (or MIG instance) per 5-minute bucket.
--- Time column: bucket_start (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Time column: bucket_start (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW gpu_5min AS
 SELECT
     bucket_start,                                            -- TIMESTAMP WITH TIME ZONE: start of the 5-minute bucket, UTC
     cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                   -- VARCHAR: Kubernetes node / host name
+    node,                                                    -- VARCHAR: Kubernetes node / host name
     gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
     parent_gpu_uuid,                                         -- VARCHAR: physical GPU of a MIG instance, null otherwise
     model,                                                   -- VARCHAR: GPU product name

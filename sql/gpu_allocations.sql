@@ -1,7 +1,6 @@
 -- gpu_allocations: one interval of one job holding one GPU (or a share of it).
--- Grain: one interval of one job holding one GPU (or a share of it). Time column: start (UTC). Written by analytics/ (gpuledger analyze).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- Time column: start (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW gpu_allocations AS
 SELECT
@@ -14,9 +13,9 @@ SELECT
     gpu_model,                                               -- VARCHAR: GPU model
     gpu_uuid,                                                -- VARCHAR: GPU or MIG UUID; null when neither the job nor telemetry names it
     share,                                                   -- DOUBLE: share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)
-    "start",                                                 -- TIMESTAMP WITH TIME ZONE: bound, UTC
+    start,                                                   -- TIMESTAMP WITH TIME ZONE: bound, UTC
     "end",                                                   -- TIMESTAMP WITH TIME ZONE: released, UTC (the analysis time while still held)
-    "open",                                                  -- BOOLEAN: still held at the analysis time
+    open,                                                    -- BOOLEAN: still held at the analysis time
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_allocations/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

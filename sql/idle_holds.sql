@@ -1,8 +1,6 @@
 -- idle_holds: one GPU (or share) an open job holds that is idle now: since when, at the last analysis.
--- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze; gpuledger up every 5 minutes).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
--- Read by the enforcer's idle-hog policy: GPUs idle for longer than [enforcer] idle_min_h, and whose jobs they are.
+-- Time column: computed_at (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW idle_holds AS
 SELECT

@@ -1,7 +1,6 @@
 -- job_5min: one job x 5-minute bucket it held GPUs: allocated, busy and SM-active GPU-hours.
--- Time column: bucket_start (UTC). Written by analytics/ (gpuledger analyze).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only; every column, node included, is in the file.
+-- Time column: bucket_start (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_5min AS
 SELECT

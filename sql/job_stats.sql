@@ -1,7 +1,6 @@
 -- job_stats: one job (its latest state) with its wait, run time and GPU-hours.
--- Grain: one job (its latest state) with its wait, run time and GPU-hours. Time column: submitted_at (UTC). Written by analytics/ (gpuledger analyze).
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only (job-level rows are few); every column, node included, is in the file.
+-- Time column: submitted_at (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_stats AS
 SELECT

@@ -1,20 +1,19 @@
--- pod_shapes: one pod shape of an imported workload and how many pods had it (the fragmentation metric's target workload M).
--- Grain: one pod shape (CPU, GPU share, GPUs, allowed models) of an imported workload and how many pods had it: the fragmentation metric's target workload M, CPU-only pods included. Time column: last_seen (UTC).
--- Written by `gpuledger import trace alibaba-2023` (docs/imports.md); analytics/frag_series.py builds M from it.
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- pod_shapes: one pod shape (CPU, GPU share, GPUs, allowed models) of an imported workload and how many pods had it: the fragmentation metric's target workload M, CPU-only pods included.
+-- Time column: last_seen (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW pod_shapes AS
 SELECT
-    cluster,                                                -- VARCHAR: cluster name from config ('default' when unset)
-    workload,                                               -- VARCHAR: the pod list it counts, e.g. alibaba-2023/default
-    cpu_milli,                                              -- BIGINT: CPU request, milli-cores
-    gpu_milli,                                              -- BIGINT: share of each GPU, milli-GPU (1000 = whole; 0 for a CPU-only pod)
-    num_gpu,                                                -- BIGINT: GPUs asked for (0 for a CPU-only pod)
-    gpu_spec,                                               -- VARCHAR: allowed GPU models, '|'-separated; empty = any
-    pods,                                                   -- BIGINT: pods of this shape in the workload
-    first_seen,                                             -- TIMESTAMP WITH TIME ZONE: start of the time the workload covers (the trace's origin), UTC
-    last_seen,                                              -- TIMESTAMP WITH TIME ZONE: end of the time the workload covers (the trace's last event), UTC
-    source,                                                 -- VARCHAR: collector source (import)
-    date                                                    -- DATE: UTC date of the time column (partition column)
+    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
+    workload,                                                -- VARCHAR: the pod list it counts, e.g. alibaba-2023/default
+    cpu_milli,                                               -- BIGINT: CPU request, milli-cores
+    gpu_milli,                                               -- BIGINT: share of each GPU, milli-GPU (1000 = whole; 0 for a CPU-only pod)
+    num_gpu,                                                 -- BIGINT: GPUs asked for (0 for a CPU-only pod)
+    gpu_spec,                                                -- VARCHAR: allowed GPU models, '|'-separated; empty = any
+    pods,                                                    -- BIGINT: pods of this shape in the workload
+    first_seen,                                              -- TIMESTAMP WITH TIME ZONE: start of the time the workload covers (the trace's origin), UTC
+    last_seen,                                               -- TIMESTAMP WITH TIME ZONE: end of the time the workload covers (the trace's last event), UTC
+    source,                                                  -- VARCHAR: collector source (import)
+    date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/pod_shapes/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -1,7 +1,6 @@
 -- queue_depth: one GPU model x 5-minute tick with jobs waiting: how many jobs and GPUs were pending.
--- Time column: ts (UTC). Written by analytics/ (gpuledger analyze). Ticks with nobody waiting have no row.
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
--- Partitioned by UTC date only; every column is in the file.
+-- Time column: ts (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW queue_depth AS
 SELECT
