@@ -245,15 +245,14 @@ class Spool:
         with self._lock:
             if self._fd is None or self._current is None:
                 return None
-            if self._torn:
-                # a failed append's bytes may be a whole, valid record (written, then its fdatasync failed): its
-                # replay would put in the lake a batch the caller still holds and appends again, a duplicate
-                try:
-                    os.ftruncate(self._fd, self._size)
-                except OSError as e:
-                    raise SpoolError(f"cannot cut spool segment {self._current} back to its last whole record: "
-                                     f"{e.strerror}") from e
-                self._torn = False
+            # A failed append's bytes may be a whole, valid record (written, then its fdatasync failed): its replay
+            # would put in the lake a batch the caller still holds and appends again, a duplicate.
+            try:
+                self._untear()
+            except OSError as e:
+                raise SpoolError(
+                    f"cannot cut spool segment {self._current} back to its last whole record: {e.strerror}"
+                ) from e
             if self._size == 0:
                 return None
         new = self._create_segment()
@@ -291,9 +290,7 @@ class Spool:
             if self._fd is None:
                 raise SpoolError("spool is not open")
             try:
-                if self._torn:
-                    os.ftruncate(self._fd, self._size)
-                    self._torn = False
+                self._untear()
                 _write_all(self._fd, record)
                 if self.fsync:
                     os.fdatasync(self._fd)
@@ -303,6 +300,12 @@ class Spool:
             self._size += len(record)
             if keep is not None:
                 self._kept.append(keep)
+
+    def _untear(self) -> None:
+        """Cut off what a failed append left that its own cut-back could not (under the lock; OSError if it fails)."""
+        if self._torn:
+            os.ftruncate(self._fd, self._size)
+            self._torn = False
 
     def _cut_back(self) -> None:
         """Truncate the open segment to its last whole record after a failed append (under the lock)."""
