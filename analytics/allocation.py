@@ -14,7 +14,7 @@ import datetime as dt
 
 import polars as pl
 
-from analytics.jobs import latest
+from gpuledger.analytics.jobs import latest
 
 
 def gpu_of_pod(samples: pl.LazyFrame) -> pl.LazyFrame:

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from analytics.cost import _max_of_request_and_use, rate_frame, split_days
 from gpuledger import schema
+from gpuledger.analytics.cost import _max_of_request_and_use, rate_frame, split_days
 from gpuledger.config import Rate, match_model
 
 UTC = dt.timezone.utc

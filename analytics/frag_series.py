@@ -20,8 +20,8 @@ import datetime as dt
 
 import polars as pl
 
-from analytics.fleet import UNKNOWN_MODEL
-from analytics.fragmentation import node_fragmentation, typical_task_types
+from gpuledger.analytics.fleet import UNKNOWN_MODEL
+from gpuledger.analytics.fragmentation import node_fragmentation, typical_task_types
 
 SIZES = (1, 2, 4, 8)
 NO_CPU_LIMIT = 10**9  # a node whose CPU is unknown: CPU never blocks a task there

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.jobs import FINAL
+from gpuledger.analytics.jobs import FINAL
 
 
 def outcomes(stats: pl.LazyFrame, by: tuple[str, ...] = ("tenant", "size_bucket")) -> pl.LazyFrame:

@@ -19,19 +19,19 @@ from pathlib import Path
 
 import polars as pl
 
-from analytics.allocation import allocations, gpu_of_pod
-from analytics.cost import cost_daily, energy_daily
-from analytics.cost_allocation import cost_allocation
-from analytics.decisions import checked_models, decayed_usage, decisions
-from analytics.fleet import fleet_hourly
-from analytics.forecast import demand_forecast
-from analytics.frag_series import fragmentation_series, latest_nodes
-from analytics.gpu_hourly import gpu_5min, gpu_hourly
-from analytics.jobs import job_stats, latest, with_use_and_cost
-from analytics.queue_time import queue_depth
-from analytics.utilization import job_5min, job_hourly
-from analytics.waste import allocation_hours, idle_holds
 from gpuledger import schema
+from gpuledger.analytics.allocation import allocations, gpu_of_pod
+from gpuledger.analytics.cost import cost_daily, energy_daily
+from gpuledger.analytics.cost_allocation import cost_allocation
+from gpuledger.analytics.decisions import checked_models, decayed_usage, decisions
+from gpuledger.analytics.fleet import fleet_hourly
+from gpuledger.analytics.forecast import demand_forecast
+from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
+from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
+from gpuledger.analytics.jobs import job_stats, latest, with_use_and_cost
+from gpuledger.analytics.queue_time import queue_depth
+from gpuledger.analytics.utilization import job_5min, job_hourly
+from gpuledger.analytics.waste import allocation_hours, idle_holds
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
 from gpuledger.lake import LakeWriter, has_data, scan

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.waste import (
+from gpuledger.analytics.waste import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_WINDOW_H,
     allocation_buckets,

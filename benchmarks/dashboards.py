@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _proc import gpuledger as gl  # noqa: E402
 
-from analytics.whatif import for_dashboard  # noqa: E402
-from dashboards.app import PAGES, create_app  # noqa: E402
+from gpuledger.analytics.whatif import for_dashboard  # noqa: E402
+from gpuledger.dashboards.app import PAGES, create_app  # noqa: E402
 
 END = "2026-12-01T00:00:00Z"  # the end of the --tiny lake
 

@@ -91,8 +91,8 @@ def main() -> None:
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
     sys.path.insert(0, str(REPO))
-    from collector.dcgm import exposition
-    from collector.dcgm_source import DcgmSource
+    from gpuledger.collector.dcgm import exposition
+    from gpuledger.collector.dcgm_source import DcgmSource
     from gpuledger.config import Config
 
     q, ready = mp.Queue(), mp.Event()
@@ -103,7 +103,7 @@ def main() -> None:
     src = DcgmSource(Config(), urls, timeout_s=30, workers=a.workers)
     samples_per_page = len(exposition.parse(page(0).decode()))
     fast = [round_s(src) for _ in range(a.rounds)]
-    import collector.dcgm_source as ds
+    import gpuledger.collector.dcgm_source as ds
 
     ds.parse, saved = exposition.parse_reference, ds.parse
     try:

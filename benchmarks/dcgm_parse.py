@@ -26,7 +26,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.dcgm.exposition import parse_fast, parse_reference
+from gpuledger.collector.dcgm.exposition import parse_fast, parse_reference
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "dcgm"
 CAPTURE = "h100x8-eks-gpu-operator-1pod-a.prom"

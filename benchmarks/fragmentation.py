@@ -25,7 +25,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analytics.fragmentation import arrival_bins, inflate_workload, node_fragmentation, replay, typical_task_types
+from gpuledger.analytics.fragmentation import (
+    arrival_bins,
+    inflate_workload,
+    node_fragmentation,
+    replay,
+    typical_task_types,
+)
 
 OPENB = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "alibaba-gpu-v2023"
 MODELS = ("A100", "H100")

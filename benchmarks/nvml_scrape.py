@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from collector.nvml_source import NvmlSource  # noqa: E402
+from gpuledger.collector.nvml_source import NvmlSource  # noqa: E402
 from gpuledger.config import CollectorConfig, Config  # noqa: E402
 
 from fakes import fleets  # noqa: E402

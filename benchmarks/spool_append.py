@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from collector.sim_source import SimSource
+from gpuledger.collector.sim_source import SimSource
 from gpuledger.config import SimConfig, defaults
 from gpuledger.spool import Spool
 

@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.dcgm.exposition import ExpositionError, parse
-from collector.dcgm.rows import PageRows, RowBuilder
-from collector.http_fetch import FetchError, get
-from collector.source import Batch
+from gpuledger.collector.dcgm.exposition import ExpositionError, parse
+from gpuledger.collector.dcgm.rows import PageRows, RowBuilder
+from gpuledger.collector.http_fetch import FetchError, get
+from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from collector.k8s.pods import BadQuantity, gpu_request, job_row
-from collector.source import Batch
+from gpuledger.collector.k8s.pods import BadQuantity, gpu_request, job_row
+from gpuledger.collector.source import Batch
 from gpuledger.config import TENANT_LABEL, Config
 from gpuledger.kube_watch import Watcher, load_api
 

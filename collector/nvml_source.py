@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from collector.nvml.cgroups import pod_of_pid
-from collector.source import Batch
+from gpuledger.collector.nvml.cgroups import pod_of_pid
+from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
 

@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from collector.dcgm.rows import RowBuilder
-from collector.http_fetch import FetchError, get
-from collector.source import Batch
+from gpuledger.collector.dcgm.rows import RowBuilder
+from gpuledger.collector.http_fetch import FetchError, get
+from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from collector.metrics import CollectorMetrics
-from collector.source import Batch, Source
+from gpuledger.collector.metrics import CollectorMetrics
+from gpuledger.collector.source import Batch, Source
 from gpuledger.errors import GpuledgerError, SourceError, SpoolError
 from gpuledger.lake import LakeWriter
 from gpuledger.spool import Spool

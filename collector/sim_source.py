@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from collector.sim import state as sim_state
-from collector.sim.backfill import WARMUP_S, node_row
-from collector.sim.fleet import Fleet
-from collector.sim.telemetry import health_events, node_window
-from collector.source import Batch
+from gpuledger.collector.sim import state as sim_state
+from gpuledger.collector.sim.backfill import WARMUP_S, node_row
+from gpuledger.collector.sim.fleet import Fleet
+from gpuledger.collector.sim.telemetry import health_events, node_window
+from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 
 log = logging.getLogger(__name__)

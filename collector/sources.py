@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from collector.source import Source, SourceFactory
+from gpuledger.collector.source import Source, SourceFactory
 from gpuledger.config import SOURCE_GROUP, Config, source_names
 from gpuledger.errors import SourceError
 
@@ -46,7 +46,7 @@ def open_nvml(cfg: Config, nvml=None):
     NVML is initialised here and the source keeps it: once per process, as NVIDIA recommends.
     """
     try:
-        from collector.nvml_source import NvmlSource
+        from gpuledger.collector.nvml_source import NvmlSource
 
         src = NvmlSource(cfg, nvml=nvml)
     except ImportError:

@@ -20,10 +20,10 @@ import dash
 import flask
 from dash import Dash, Input, Output, ctx, dcc, html
 
-from dashboards import filters as flt
-from dashboards.data import DashData
-from dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
-from dashboards.ui import problems
+from gpuledger.dashboards import filters as flt
+from gpuledger.dashboards.data import DashData
+from gpuledger.dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
+from gpuledger.dashboards.ui import problems
 
 PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
 

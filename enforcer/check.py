@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from enforcer.decide import Outcome, Recent, Settings, Table, decide
-from enforcer.review import ReviewError, parse
+from gpuledger.enforcer.decide import Outcome, Recent, Settings, Table, decide
+from gpuledger.enforcer.review import ReviewError, parse
 from gpuledger.errors import UsageError
 
 # The API group of a kind whose apiVersion does not say it (a bare "v1" on a Job).

@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from enforcer import policies
-from enforcer.review import Review, allow, deny
-from enforcer.workload import AskError, ask, controller_kind
+from gpuledger.enforcer import policies
+from gpuledger.enforcer.review import Review, allow, deny
+from gpuledger.enforcer.workload import AskError, ask, controller_kind
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from enforcer.decide import Outcome, Recent, Settings, Table, decide, table_state
-from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
-from enforcer.store import AuditWriter
+from gpuledger.enforcer.decide import Outcome, Recent, Settings, Table, decide, table_state
+from gpuledger.enforcer.review import MAX_BODY_BYTES, ReviewError, allow, parse
+from gpuledger.enforcer.store import AuditWriter
 
 if TYPE_CHECKING:  # the kubernetes client is optional: only a namespace watch needs it
-    from enforcer.namespaces import NamespaceTenants
+    from gpuledger.enforcer.namespaces import NamespaceTenants
 
 log = logging.getLogger(__name__)
 

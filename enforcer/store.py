@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from enforcer.decide import Table
-from enforcer.policies import IdleHold, TenantRow
+from gpuledger.enforcer.decide import Table
+from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 from gpuledger.lake_lock import reading

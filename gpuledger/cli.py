@@ -143,7 +143,7 @@ def _progress(label: str, length: int):
 @common
 def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers, compact) -> None:
     """Backfill a historical window of a simulated fleet into the lake, as fast as possible."""
-    from collector.sim.backfill import backfill
+    from gpuledger.collector.sim.backfill import backfill
     from gpuledger.compaction import compact as compact_lake
 
     sim = ctx.cfg.simulator
@@ -204,8 +204,8 @@ def _build_collector(
     ctx: Ctx, source_names: tuple[str, ...], on_ack=None, urls: tuple[str, ...] = (), built=(), spool=None
 ):
     """A Collector over the named sources (plus any already built, e.g. the NVML source `up` opened)."""
-    from collector import sources
-    from collector.runner import Collector
+    from gpuledger.collector import sources
+    from gpuledger.collector.runner import Collector
     from gpuledger.lake import LakeWriter
 
     spool = spool or _claim_spool(ctx)
@@ -272,7 +272,7 @@ class _RegisteredSources(click.Choice):
 @common
 def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, urls, metrics_port, print_acks) -> None:
     """Collect from the node's sources into the spool and the lake."""
-    from collector.runner import run_until_stopped
+    from gpuledger.collector.runner import run_until_stopped
 
     def ack(batch) -> None:
         first = next(iter(batch.columns.values()))[0] if batch.columns else None
@@ -319,8 +319,8 @@ def _serve_metrics(col, port: int) -> None:
 
 def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
     """An empty lake gets a backfilled history; a lake whose fleet stopped a while ago gets the gap filled."""
-    from collector.sim import state as sim_state
-    from collector.sim.backfill import backfill, backfill_history
+    from gpuledger.collector.sim import state as sim_state
+    from gpuledger.collector.sim.backfill import backfill, backfill_history
     from gpuledger.lake import has_data
 
     cfg, sim = ctx.cfg, ctx.cfg.simulator
@@ -375,9 +375,9 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
-    from analytics.decisions import checked_models
-    from collector import sources
-    from collector.runner import run_until_stopped
+    from gpuledger.analytics.decisions import checked_models
+    from gpuledger.collector import sources
+    from gpuledger.collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
     checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
@@ -411,7 +411,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
             coalesce=True,
             max_instances=1,
         )
-        from analytics.runner import schedule as analytics_schedule
+        from gpuledger.analytics.runner import schedule as analytics_schedule
 
         analytics_schedule(sch, cfg, ctx.lake)
 
@@ -572,8 +572,8 @@ def views(ctx: Ctx, out) -> None:
 def _dashboard_app(ctx: Ctx):
     import os
 
-    from analytics.whatif import for_dashboard
-    from dashboards.app import create_app
+    from gpuledger.analytics.whatif import for_dashboard
+    from gpuledger.dashboards.app import create_app
 
     db = ctx.cfg.dashboard
     auth = None
@@ -631,7 +631,7 @@ def enforcer() -> None:
 
 
 def _enforcer_settings(cfg):
-    from enforcer.decide import Settings
+    from gpuledger.enforcer.decide import Settings
 
     en = cfg.enforcer
     return Settings(
@@ -667,10 +667,10 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     import uvicorn
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from analytics.decisions import checked_models
-    from enforcer.connections import server_config
-    from enforcer.server import Webhook, create_app
-    from enforcer.store import AuditWriter, load_table
+    from gpuledger.analytics.decisions import checked_models
+    from gpuledger.enforcer.connections import server_config
+    from gpuledger.enforcer.server import Webhook, create_app
+    from gpuledger.enforcer.store import AuditWriter, load_table
 
     checked_models(ctx.lake, ctx.cfg)  # a quota key that names no GPU model of the lake would cap nothing
     try:
@@ -687,7 +687,7 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     namespaces = None
     if ctx.cfg.enforcer.tenant_label:
         try:
-            from enforcer.namespaces import NamespaceTenants
+            from gpuledger.enforcer.namespaces import NamespaceTenants
             from gpuledger.kube_watch import load_api
 
             namespaces = NamespaceTenants(load_api(), ctx.cfg.enforcer.tenant_label)
@@ -740,9 +740,9 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     """What the webhook would answer for the workloads in FILE (YAML or JSON; - for stdin), against the lake's
     decision table: admitted or denied and why, warnings, the priority class it would set. Exit status 3 if
     any is denied. Nothing is counted or audited."""
-    from analytics.decisions import checked_models
-    from enforcer.check import check, objects, render
-    from enforcer.store import load_table
+    from gpuledger.analytics.decisions import checked_models
+    from gpuledger.enforcer.check import check, objects, render
+    from gpuledger.enforcer.store import load_table
 
     checked_models(ctx.lake, ctx.cfg)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
@@ -761,7 +761,7 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
 @click.option("--days", type=click.IntRange(1, 3650), default=365, show_default=True)
 def enforcer_certs(service, namespace, out, days) -> None:
     """Write a CA (ca.crt) and a serving certificate (tls.crt, tls.key) naming the Service's DNS names."""
-    from enforcer import certs
+    from gpuledger.enforcer import certs
 
     names = certs.service_names(service, namespace)
     paths = certs.write(certs.issue(names, days), out)
@@ -787,7 +787,7 @@ def enforcer_certs(service, namespace, out, days) -> None:
 )
 def enforcer_manifest(namespace, image, replicas, tls_dir, lake_claim, config_file) -> None:
     """Print the Kubernetes objects that run the webhook (RBAC, Deployment, Service, webhook configurations)."""
-    from enforcer.manifest import dump, objects
+    from gpuledger.enforcer.manifest import dump, objects
 
     toml_text = None
     if config_file is not None:
@@ -842,7 +842,7 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
 @common
 def analyze(ctx: Ctx, from_, to) -> None:
     """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
-    from analytics.runner import run
+    from gpuledger.analytics.runner import run
 
     for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from"), cfg=ctx.cfg):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
@@ -866,7 +866,7 @@ def _print_import(report) -> None:
 @common
 def import_jobs(ctx: Ctx, file) -> None:
     """Import jobs from a CSV or Parquet file (columns in docs/imports.md); bad rows are listed and skipped."""
-    from analytics.imports.jobs_file import import_jobs_file
+    from gpuledger.analytics.imports.jobs_file import import_jobs_file
 
     _print_import(import_jobs_file(file, ctx.lake, ctx.cfg))
 
@@ -886,11 +886,11 @@ def import_trace(ctx: Ctx, kind, directory, workload, origin) -> None:
     origin_s = _utc(origin, "--origin")
     kw = {} if origin_s is None else {"origin": dt.datetime.fromtimestamp(origin_s, dt.timezone.utc)}
     if kind == "alibaba-2023":
-        from analytics.imports.alibaba2023 import import_alibaba_2023
+        from gpuledger.analytics.imports.alibaba2023 import import_alibaba_2023
 
         report = import_alibaba_2023(directory, ctx.lake, ctx.cfg, workload=workload, **kw)
     else:
-        from analytics.imports.alibaba2025 import import_alibaba_2025
+        from gpuledger.analytics.imports.alibaba2025 import import_alibaba_2025
 
         report = import_alibaba_2025(directory, ctx.lake, ctx.cfg, **kw)
     _print_import(report)

@@ -70,7 +70,7 @@ def duckdb_type(dtype: pl.DataType) -> str:
 
 def sql_files() -> dict[str, str]:
     """View name -> SQL text, raw tables first (derived views select from them)."""
-    files = {p.name[:-4]: p.read_text() for p in resources.files("sql").iterdir() if p.name.endswith(".sql")}
+    files = {p.name[:-4]: p.read_text() for p in resources.files("gpuledger.sql").iterdir() if p.name.endswith(".sql")}
     order = [n for n in schema.TABLES if n in files] + sorted(n for n in files if n not in schema.TABLES)
     return {n: files[n] for n in order}
 

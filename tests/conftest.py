@@ -6,6 +6,8 @@ Every lake is built by the real simulator at a fixed seed and a fixed end time, 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.abc
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +19,26 @@ END = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc).timestamp()  # a Monday, 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
+# The stage folders sit at the top of the repository, which `python -m pytest` puts on sys.path, so `import
+# analytics` would find the folder here although an installed gpuledger has no such module (only
+# gpuledger.analytics). Refusing the bare names keeps the tests importing what users import.
+STAGE_FOLDERS = frozenset({"collector", "analytics", "dashboards", "enforcer", "sql"})
+
+
+class _OnlyTheInstalledNamespace(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in STAGE_FOLDERS:
+            raise ModuleNotFoundError(f"No module named {name!r} (installed as gpuledger.{name})", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _OnlyTheInstalledNamespace())
+
 
 def make_lake(
     path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"), end_s=END, workers=1
 ):
-    from collector.sim.backfill import backfill
+    from gpuledger.collector.sim.backfill import backfill
 
     return backfill(
         defaults(),
@@ -50,7 +67,7 @@ def analysed_lake(small_lake, tmp_path_factory) -> Path:
     """small_lake after `gpuledger analyze` up to END with the built-in config. Read-only for tests."""
     import shutil
 
-    from analytics.runner import run
+    from gpuledger.analytics.runner import run
 
     path = tmp_path_factory.mktemp("analysed") / "lake"
     shutil.copytree(small_lake, path)
@@ -89,7 +106,7 @@ def pytest_setup_options():
 @pytest.fixture(scope="session")
 def dash_lake(tmp_path_factory) -> Path:
     """4 nodes x 4 GPUs, 35 days at 30-minute steps (the forecast needs 28 days), analysed. Read-only."""
-    from analytics.runner import run
+    from gpuledger.analytics.runner import run
 
     path = tmp_path_factory.mktemp("dash") / "lake"
     make_lake(path, nodes=4, gpus=4, days=35, step_s=1800)

@@ -11,9 +11,9 @@ artifact hkust-adsl/kubernetes-scheduler-simulator). Three concepts, one module 
 Frames in, frames out; no IO. Units: CPU in milli-cores, GPU in milli-GPU (1000 = one whole GPU).
 """
 
-from analytics.fragmentation.metric import cluster_fragmentation, node_fragmentation, stranded_whole_gpus
-from analytics.fragmentation.replay import POLICIES, ReplayResult, arrival_bins, inflate_workload, replay
-from analytics.fragmentation.task_types import typical_task_types
+from gpuledger.analytics.fragmentation.metric import cluster_fragmentation, node_fragmentation, stranded_whole_gpus
+from gpuledger.analytics.fragmentation.replay import POLICIES, ReplayResult, arrival_bins, inflate_workload, replay
+from gpuledger.analytics.fragmentation.task_types import typical_task_types
 
 __all__ = [
     "POLICIES",

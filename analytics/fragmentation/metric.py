@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analytics.fragmentation.task_types import require_columns
+from gpuledger.analytics.fragmentation.task_types import require_columns
 
 MILLI = 1000
 NODE_STATE_COLUMNS = ("node", "model", "cpu_free_milli", "gpu_free_milli")

@@ -29,8 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analytics.fragmentation.metric import MILLI, Workload, allowed_models, gpu_terms, weighted_frag, workload_arrays
-from analytics.fragmentation.task_types import pod_shapes, require_columns
+from gpuledger.analytics.fragmentation.metric import (
+    MILLI,
+    Workload,
+    allowed_models,
+    gpu_terms,
+    weighted_frag,
+    workload_arrays,
+)
+from gpuledger.analytics.fragmentation.task_types import pod_shapes, require_columns
 
 POLICIES = ("fgd", "bestfit")
 MAX_SPEC_CPU = 128_000  # the artifact's normalisers for BestFit (open-gpu-share utils/const.go)

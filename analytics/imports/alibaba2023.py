@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analytics.imports import UTC, ImportFileError, ImportReport, content_key, csv_records, to_us
+from gpuledger.analytics.imports import UTC, ImportFileError, ImportReport, content_key, csv_records, to_us
 from gpuledger.config import Config
 from gpuledger.errors import LakeError, UsageError
 from gpuledger.lake import LakeWriter, check_name, frame_from_rows

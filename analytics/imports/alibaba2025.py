@@ -14,7 +14,7 @@ import math
 import time
 from pathlib import Path
 
-from analytics.imports import UTC, ImportFileError, ImportReport, content_key, csv_records, to_us
+from gpuledger.analytics.imports import UTC, ImportFileError, ImportReport, content_key, csv_records, to_us
 from gpuledger.config import Config
 from gpuledger.errors import UsageError
 from gpuledger.lake import LakeWriter, frame_from_rows

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from analytics.imports import EPOCH, ImportFileError, ImportReport, content_key, csv_records, to_us
+from gpuledger.analytics.imports import EPOCH, ImportFileError, ImportReport, content_key, csv_records, to_us
 from gpuledger.config import Config
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, check_name, frame_from_rows

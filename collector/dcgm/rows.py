@@ -19,7 +19,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from collector.dcgm.fields import COLUMNS, FB_FREE, GR_ENGINE_ACTIVE, LABEL_FIELDS, MIB, XID, XID_COUNT, is_blank
+from gpuledger.collector.dcgm.fields import (
+    COLUMNS,
+    FB_FREE,
+    GR_ENGINE_ACTIVE,
+    LABEL_FIELDS,
+    MIB,
+    XID,
+    XID_COUNT,
+    is_blank,
+)
 
 EXPORTER_CONTAINERS = {"nvidia-dcgm-exporter", "dcgm-exporter"}
 INT_COLUMNS = {

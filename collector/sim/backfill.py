@@ -21,9 +21,9 @@ from pathlib import Path
 
 import polars as pl
 
-from collector.sim import state as sim_state
-from collector.sim.fleet import Allocation, Fleet, NodeInfo
-from collector.sim.telemetry import health_events, node_window
+from gpuledger.collector.sim import state as sim_state
+from gpuledger.collector.sim.fleet import Allocation, Fleet, NodeInfo
+from gpuledger.collector.sim.telemetry import health_events, node_window
 from gpuledger.config import Config
 from gpuledger.lake import LakeWriter, Partition, conform, frame_from_rows
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collector.sim import noise
-from collector.sim.catalog import CATALOG, GpuSpec
-from collector.sim.workload import STARTUP_S, JobSpec, Workload
+from gpuledger.collector.sim import noise
+from gpuledger.collector.sim.catalog import CATALOG, GpuSpec
+from gpuledger.collector.sim.workload import STARTUP_S, JobSpec, Workload
 from gpuledger.config import DEFAULT_TENANTS, Config
 from gpuledger.placement import Node, Placement, Scheduler
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from collector.sim import noise
-from collector.sim.fleet import Allocation, NodeInfo
-from collector.sim.workload import weighted_index
+from gpuledger.collector.sim import noise
+from gpuledger.collector.sim.fleet import Allocation, NodeInfo
+from gpuledger.collector.sim.workload import weighted_index
 
 US = 1_000_000
 MIB = 1 << 20

@@ -8,10 +8,10 @@ import math
 import polars as pl
 from dash import Input, Output, State, dcc, html
 
-from dashboards import figures
-from dashboards import filters as flt
-from dashboards.filters import MODEL_SQL
-from dashboards.ui import NO_DATA, graph, note, section, table
+from gpuledger.dashboards import figures
+from gpuledger.dashboards import filters as flt
+from gpuledger.dashboards.filters import MODEL_SQL
+from gpuledger.dashboards.ui import NO_DATA, graph, note, section, table
 
 PATH = "/capacity"
 NAME = "Capacity"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dashboards import figures
-from dashboards.filters import MODEL_SQL
-from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.filters import MODEL_SQL
+from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/fragmentation"
 NAME = "Fragmentation"

@@ -7,9 +7,9 @@ import datetime as dt
 import polars as pl
 from dash import html
 
-from dashboards import figures
-from dashboards.filters import MODEL_SQL
-from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.filters import MODEL_SQL
+from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/"
 NAME = "Overview"

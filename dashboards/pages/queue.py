@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from dashboards import figures
-from dashboards.filters import BOTH_SQL
-from dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.filters import BOTH_SQL
+from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/queue"
 NAME = "Queue"

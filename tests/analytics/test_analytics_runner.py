@@ -4,8 +4,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.gpu_hourly import gpu_5min, gpu_hourly
-from analytics.runner import run, watermark
+from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
+from gpuledger.analytics.runner import run, watermark
 from gpuledger.lake import LakeWriter, scan, table_files
 
 from conftest import END, make_lake
@@ -149,7 +149,7 @@ def test_incremental_runs_equal_one_full_run(tmp_path):
 
 def test_rollups_written_a_day_at_a_time_equal_those_written_a_week_at_a_time(tmp_path, monkeypatch):
     """A long first run writes its rollups in chunks of days (bounded memory); the chunk size changes no row."""
-    import analytics.runner as runner
+    import gpuledger.analytics.runner as runner
 
     lakes = {}
     for chunk in (1, 7):

@@ -8,8 +8,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.cost import cost_daily
-from analytics.cost_allocation import cost_allocation
+from gpuledger.analytics.cost import cost_daily
+from gpuledger.analytics.cost_allocation import cost_allocation
 from gpuledger.config import Rate, match_model
 
 UTC = dt.timezone.utc
@@ -162,8 +162,8 @@ def test_rate_card_model_matching(model, keys, want):
 
 
 def test_energy_split_by_share_and_priced():
-    from analytics.cost import energy_daily
-    from analytics.waste import allocation_hours
+    from gpuledger.analytics.cost import energy_daily
+    from gpuledger.analytics.waste import allocation_hours
 
     # B holds half of G2 10:00-12:00; G2 used 600 Wh in the 10:00 hour and 400 Wh in the 11:00 hour:
     # B's energy = 0.5 x 600 + 0.5 x 400 = 500 Wh = 0.5 kWh, at $0.20/kWh = $0.10

@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.decisions import decayed_usage, decisions, fairshare
+from gpuledger.analytics.decisions import decayed_usage, decisions, fairshare
 from gpuledger.config import Tenant
 
 UTC = dt.timezone.utc

@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.fleet import fleet_hourly
+from gpuledger.analytics.fleet import fleet_hourly
 
 UTC = dt.timezone.utc
 H = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)

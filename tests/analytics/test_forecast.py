@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analytics.forecast import BACKTEST_DAYS, HORIZON_DAYS, MIN_DAYS, demand_forecast
+from gpuledger.analytics.forecast import BACKTEST_DAYS, HORIZON_DAYS, MIN_DAYS, demand_forecast
 
 UTC = dt.timezone.utc
 D0 = dt.datetime(2026, 9, 1, tzinfo=UTC)

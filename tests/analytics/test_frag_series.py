@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.frag_series import fragmentation_series
+from gpuledger.analytics.frag_series import fragmentation_series
 
 UTC = dt.timezone.utc
 H10 = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)

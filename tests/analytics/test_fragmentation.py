@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from analytics.fragmentation import (
+from gpuledger.analytics.fragmentation import (
     arrival_bins,
     cluster_fragmentation,
     inflate_workload,

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.imports import MAX_REJECTIONS, ImportFileError, Rejection
-from analytics.imports.alibaba2023 import DEFAULT_ORIGIN, import_alibaba_2023
-from analytics.imports.alibaba2025 import import_alibaba_2025
-from analytics.imports.jobs_file import import_jobs_file
+from gpuledger.analytics.imports import MAX_REJECTIONS, ImportFileError, Rejection
+from gpuledger.analytics.imports.alibaba2023 import DEFAULT_ORIGIN, import_alibaba_2023
+from gpuledger.analytics.imports.alibaba2025 import import_alibaba_2025
+from gpuledger.analytics.imports.jobs_file import import_jobs_file
 from gpuledger.config import Tenant, defaults
 from gpuledger.errors import UsageError
 from gpuledger.lake import scan, table_files
@@ -449,8 +449,8 @@ def test_openb_queue_delay_from_the_lake(openb_lake):
 @real
 @pytest.mark.shared_data
 def test_openb_readme_queue_figures_hold_for_all_scheduled_pods():
-    from analytics.imports import ImportReport
-    from analytics.imports.alibaba2023 import read_pods
+    from gpuledger.analytics.imports import ImportReport
+    from gpuledger.analytics.imports.alibaba2023 import read_pods
 
     path = OPENB / "openb_pod_list_default.csv"
     pods = read_pods(path, path.read_bytes(), ImportReport(str(path)))

@@ -5,10 +5,10 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.allocation import allocations, gpu_of_pod
-from analytics.jobs import job_stats, latest
-from analytics.outcomes import failure_reasons, outcomes
-from analytics.queue_time import queue_depth, queue_stats
+from gpuledger.analytics.allocation import allocations, gpu_of_pod
+from gpuledger.analytics.jobs import job_stats, latest
+from gpuledger.analytics.outcomes import failure_reasons, outcomes
+from gpuledger.analytics.queue_time import queue_depth, queue_stats
 from gpuledger.lake import conform, frame_from_rows
 
 UTC = dt.timezone.utc

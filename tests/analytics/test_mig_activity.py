@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.runner import run
-from collector.dcgm.exposition import parse_fast
-from collector.dcgm.rows import RowBuilder
+from gpuledger.analytics.runner import run
+from gpuledger.collector.dcgm.exposition import parse_fast
+from gpuledger.collector.dcgm.rows import RowBuilder
 from gpuledger.lake import LakeWriter, frame_from_rows, scan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"

@@ -6,9 +6,9 @@ import shutil
 import polars as pl
 import pytest
 
-from analytics.jobs import job_stats
-from analytics.queue_time import queue_stats
-from analytics.runner import run
+from gpuledger.analytics.jobs import job_stats
+from gpuledger.analytics.queue_time import queue_stats
+from gpuledger.analytics.runner import run
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.imports.alibaba2023 import DEFAULT_ORIGIN, import_alibaba_2023
-from analytics.runner import run
+from gpuledger.analytics.imports.alibaba2023 import DEFAULT_ORIGIN, import_alibaba_2023
+from gpuledger.analytics.runner import run
 from gpuledger.config import defaults
 from gpuledger.lake import scan
 
@@ -160,8 +160,8 @@ def test_dlrm_window_bounds_its_history(tmp_path):
     """alibaba-2025: instances alive before the window hold their GPU from second 0, those alive after it to its
     last event (7,200.25 s in the tiny trace). Left open (or with no start), `analyze` ran them to the analysis time
     or failed on a job with no submission time."""
-    from analytics.imports.alibaba2025 import DEFAULT_ORIGIN as ORIGIN_2025
-    from analytics.imports.alibaba2025 import import_alibaba_2025
+    from gpuledger.analytics.imports.alibaba2025 import DEFAULT_ORIGIN as ORIGIN_2025
+    from gpuledger.analytics.imports.alibaba2025 import import_alibaba_2025
 
     import_alibaba_2025(TINY.parent / "alibaba2025_tiny", tmp_path, defaults())
     run(tmp_path, until_s=LATER.timestamp(), cfg=defaults())

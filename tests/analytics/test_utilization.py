@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.utilization import efficiency, job_hourly
+from gpuledger.analytics.utilization import efficiency, job_hourly
 
 UTC = dt.timezone.utc
 
@@ -98,7 +98,7 @@ def test_idle_gpu_hours_by_the_waste_rule():
 
 
 def test_job_5min_buckets():
-    from analytics.utilization import job_5min
+    from gpuledger.analytics.utilization import job_5min
 
     five = pl.LazyFrame(
         {

@@ -5,8 +5,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.waste import idle_allocated, idle_holds, top_offenders, waste_by
 from gpuledger import schema
+from gpuledger.analytics.waste import idle_allocated, idle_holds, top_offenders, waste_by
 
 UTC = dt.timezone.utc
 

@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.whatif import Scenario, demand, fleet_nodes, replay, whatif
+from gpuledger.analytics.whatif import Scenario, demand, fleet_nodes, replay, whatif
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 11, 2, tzinfo=UTC)

@@ -5,7 +5,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.whatif import Scenario, ScenarioError, check
+from gpuledger.analytics.whatif import Scenario, ScenarioError, check
 
 T0 = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
 WEEK = T0 + dt.timedelta(days=7)

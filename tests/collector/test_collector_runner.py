@@ -1,7 +1,7 @@
 import socket
 
-from collector.runner import Collector, ScrapeReport
-from collector.source import Batch
+from gpuledger.collector.runner import Collector, ScrapeReport
+from gpuledger.collector.source import Batch
 from gpuledger.errors import SourceError, SpoolError
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import HEADER, Spool

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.dcgm.fields import COLUMNS, FB_FREE, LABEL_FIELDS, LONG, MIB, XID, is_blank
-from collector.dcgm.rows import RowBuilder
+from gpuledger.collector.dcgm.fields import COLUMNS, FB_FREE, LABEL_FIELDS, LONG, MIB, XID, is_blank
+from gpuledger.collector.dcgm.rows import RowBuilder
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "dcgm"
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
@@ -160,8 +160,8 @@ def test_blank_values(field, value, blank):
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.prom")))
 def test_every_capture_maps_every_sample(name):
     """No sample is dropped: each lands in a column, in gpu_fields, or (Xid) is a known event source."""
-    from collector.dcgm.fields import XID_COUNT
-    from collector.dcgm.rows import RowBuilder as RB
+    from gpuledger.collector.dcgm.fields import XID_COUNT
+    from gpuledger.collector.dcgm.rows import RowBuilder as RB
 
     ss = samples(name)
     page = RB("c").rows(ss, TS, default_node="fallback")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.dcgm_source import DcgmSource
+from gpuledger.collector.dcgm_source import DcgmSource
 from gpuledger.config import CollectorConfig, Config
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"

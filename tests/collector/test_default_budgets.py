@@ -5,7 +5,7 @@ the budget pages were flat and the budget policy never fired)."""
 import datetime as dt
 from collections import defaultdict
 
-from collector.sim.fleet import Fleet
+from gpuledger.collector.sim.fleet import Fleet
 from gpuledger.config import DEFAULT_RATES, defaults
 
 UTC = dt.timezone.utc

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.dcgm.exposition import ExpositionError, Sample, parse, parse_fast, parse_reference
+from gpuledger.collector.dcgm.exposition import ExpositionError, Sample, parse, parse_fast, parse_reference
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "dcgm"

@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from collector.k8s.pods import BadQuantity, gpu_request, job_row, status_and_reason, top_owner
+from gpuledger.collector.k8s.pods import BadQuantity, gpu_request, job_row, status_and_reason, top_owner
 from gpuledger.mig import mig_share
 
 import builders

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from collector.k8s_source import K8sSource
+from gpuledger.collector.k8s_source import K8sSource
 from gpuledger.config import Config, Tenant
 
 import builders

@@ -4,8 +4,8 @@ numbers are the capture's own (nvidia_gpu_exporter__...h100-80gb-hbm3__590.48.01
 import pynvml
 import pytest
 
-from collector.nvml_source import NvmlSource
-from collector.sources import open_nvml
+from gpuledger.collector.nvml_source import NvmlSource
+from gpuledger.collector.sources import open_nvml
 from gpuledger.config import CollectorConfig, Config
 from gpuledger.errors import SourceError
 
@@ -168,7 +168,7 @@ def test_library_not_found_is_a_clear_error_and_up_falls_back():
     ],
 )
 def test_cgroup_paths(text, pod, container):
-    from collector.nvml.cgroups import parse_cgroup
+    from gpuledger.collector.nvml.cgroups import parse_cgroup
 
     ref = parse_cgroup(text)
     assert (ref.pod_uid, ref.container_id) == (pod, container)

@@ -6,11 +6,11 @@ import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from collector.sim import state as sim_state
-from collector.sim.backfill import backfill
-from collector.sim.fleet import Fleet
-from collector.sim.telemetry import P_ECC, P_XID, health_events, node_window
-from collector.sim_source import SimSource
+from gpuledger.collector.sim import state as sim_state
+from gpuledger.collector.sim.backfill import backfill
+from gpuledger.collector.sim.fleet import Fleet
+from gpuledger.collector.sim.telemetry import P_ECC, P_XID, health_events, node_window
+from gpuledger.collector.sim_source import SimSource
 from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
@@ -160,7 +160,7 @@ def test_health_event_rates_match_their_probabilities():
 
 
 def test_window_keeps_jobs_running_at_its_start_and_drops_finished_ones():
-    from collector.sim.backfill import job_rows_in_window
+    from gpuledger.collector.sim.backfill import job_rows_in_window
 
     def row(job, t, status):
         return {

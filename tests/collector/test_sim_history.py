@@ -7,10 +7,10 @@ import dataclasses
 import polars as pl
 import pytest
 
-from analytics.forecast import MIN_DAYS
-from collector.sim.backfill import backfill_history
-from collector.sim.fleet import build_nodes
-from collector.sim.telemetry import health_events
+from gpuledger.analytics.forecast import MIN_DAYS
+from gpuledger.collector.sim.backfill import backfill_history
+from gpuledger.collector.sim.fleet import build_nodes
+from gpuledger.collector.sim.telemetry import health_events
 from gpuledger.config import SimConfig, defaults
 from gpuledger.lake import scan
 
@@ -22,7 +22,7 @@ SCALED = dataclasses.replace(defaults().simulator, nodes=2, gpus_per_node=2, mod
 
 
 def _history(tmp_path, sim: SimConfig):
-    from analytics.runner import run
+    from gpuledger.analytics.runner import run
 
     cfg = dataclasses.replace(defaults(), simulator=sim)
     lake = tmp_path / "lake"

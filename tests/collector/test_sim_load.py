@@ -7,8 +7,8 @@ import math
 import polars as pl
 import pytest
 
-from collector.sim.fleet import Fleet
-from collector.sim.workload import CANCELLED_P, FAILED_P, Workload, mean_hold_s
+from gpuledger.collector.sim.fleet import Fleet
+from gpuledger.collector.sim.workload import CANCELLED_P, FAILED_P, Workload, mean_hold_s
 from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import frame_from_rows
 

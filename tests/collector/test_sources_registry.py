@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collector import sources
 from gpuledger import lake
+from gpuledger.collector import sources
 from gpuledger.config import Config, parse, source_names
 from gpuledger.errors import ConfigError, SourceError
 
@@ -45,7 +45,10 @@ def test_k8s_without_the_kubernetes_client_names_the_extra(monkeypatch, tmp_path
     # None in sys.modules makes `import kubernetes` fail as if the [k8s] extra were not installed; its submodules
     # and ours that imported it, loaded by earlier tests, are set aside (monkeypatch puts them back). The error then
     # names kubernetes.utils, the first module asked for; with the package absent it names kubernetes.
-    for mod in [m for m in sys.modules if m.startswith("kubernetes.")] + ["collector.k8s_source", "collector.k8s.pods"]:
+    for mod in [m for m in sys.modules if m.startswith("kubernetes.")] + [
+        "gpuledger.collector.k8s_source",
+        "gpuledger.collector.k8s.pods",
+    ]:
         monkeypatch.delitem(sys.modules, mod, raising=False)
     monkeypatch.setitem(sys.modules, "kubernetes", None)
     with pytest.raises(SourceError, match=r"^source 'k8s' needs kubernetes\S*: pip install 'gpuledger\[k8s\]' \("):

@@ -19,8 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from collector.runner import Collector  # noqa: E402
-from collector.source import Batch  # noqa: E402
+from gpuledger.collector.runner import Collector  # noqa: E402
+from gpuledger.collector.source import Batch  # noqa: E402
 from gpuledger.lake import LakeWriter, has_data, scan  # noqa: E402
 from gpuledger.spool import Spool, read_segment  # noqa: E402
 
@@ -105,10 +105,10 @@ def webhook_scenario(lake: Path, fill, free) -> dict:
     Then the spool as a kill -9 would leave it, and the lake after a flush."""
     from starlette.testclient import TestClient
 
-    from enforcer.decide import Settings, Table
-    from enforcer.policies import TenantRow
-    from enforcer.server import Webhook, create_app
-    from enforcer.store import AuditWriter
+    from gpuledger.enforcer.decide import Settings, Table
+    from gpuledger.enforcer.policies import TenantRow
+    from gpuledger.enforcer.server import Webhook, create_app
+    from gpuledger.enforcer.store import AuditWriter
 
     audit = AuditWriter(lake, "r0", "c")
     hook = Webhook(Settings({"vision-train": "vision"}), None, audit)

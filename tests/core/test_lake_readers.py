@@ -172,15 +172,15 @@ def _rewrite_lock_is_held(lake: Path) -> bool:
 
 def test_analytics_and_compaction_take_turns(tmp_path, monkeypatch):
     """Compaction removes raw files an analytics run reads: each holds the lake's rewrite lock for its whole run."""
-    import analytics.runner
+    import gpuledger.analytics.runner as analytics_runner
     import gpuledger.compaction
 
     lake = tmp_path / "lake"
     lake.mkdir()
     seen = []
-    monkeypatch.setattr(analytics.runner, "_run", lambda *a: seen.append(_rewrite_lock_is_held(lake)) or [])
+    monkeypatch.setattr(analytics_runner, "_run", lambda *a: seen.append(_rewrite_lock_is_held(lake)) or [])
     monkeypatch.setattr(gpuledger.compaction, "_compact", lambda *a: seen.append(_rewrite_lock_is_held(lake)))
-    analytics.runner.run(lake, until_s=0)
+    analytics_runner.run(lake, until_s=0)
     gpuledger.compaction.compact(lake)
     assert seen == [True, True]
     assert not _rewrite_lock_is_held(lake)  # and let go after

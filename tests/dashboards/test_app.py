@@ -5,8 +5,8 @@ import datetime as dt
 
 import pytest
 
-from dashboards import filters
-from dashboards.app import PAGES, create_app
+from gpuledger.dashboards import filters
+from gpuledger.dashboards.app import PAGES, create_app
 
 BOUNDS = (dt.date(2026, 9, 28), dt.date(2026, 11, 1))
 
@@ -89,9 +89,9 @@ def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
 
 
 def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):
-    from dashboards.data import DashData
-    from dashboards.filters import Filters
-    from dashboards.pages import waste
+    from gpuledger.dashboards.data import DashData
+    from gpuledger.dashboards.filters import Filters
+    from gpuledger.dashboards.pages import waste
     from gpuledger.query import Lake
 
     data = DashData(dash_lake)

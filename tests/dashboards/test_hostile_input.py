@@ -12,8 +12,8 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from dashboards import filters
-from dashboards.app import PAGES, create_app
+from gpuledger.dashboards import filters
+from gpuledger.dashboards.app import PAGES, create_app
 
 H100 = "NVIDIA H100 80GB HBM3"
 TOKEN = base64.b64encode(b"ops:s3cret").decode()
@@ -169,7 +169,7 @@ def whatif(app, model, delta, idle_h, search=""):
 
 @pytest.fixture(scope="module")
 def app(dash_lake):
-    from analytics.whatif import for_dashboard
+    from gpuledger.analytics.whatif import for_dashboard
 
     return create_app(dash_lake, whatif=for_dashboard)
 

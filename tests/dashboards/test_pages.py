@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dashboards.app import PAGES, create_app
+from gpuledger.dashboards.app import PAGES, create_app
 from gpuledger.lake import LakeWriter
 from gpuledger.query import Lake
 
@@ -25,7 +25,7 @@ SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save one screenshot
 
 
 def app_on(lake):
-    from analytics.whatif import for_dashboard
+    from gpuledger.analytics.whatif import for_dashboard
 
     return create_app(lake, whatif=for_dashboard)
 

@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 # Modules that need the optional `[k8s]` extra; importing them without it may fail, on `kubernetes` alone.
-NEEDS_K8S_EXTRA = {"collector.k8s.pods", "collector.k8s_source"}
+NEEDS_K8S_EXTRA = {"gpuledger.collector.k8s.pods", "gpuledger.collector.k8s_source"}
+# Where each installed package lives in the repository (pyproject.toml, [tool.setuptools.package-dir]).
+FOLDERS = {"gpuledger": "gpuledger", "collector": "gpuledger.collector", "analytics": "gpuledger.analytics"}
+FOLDERS |= {"dashboards": "gpuledger.dashboards", "enforcer": "gpuledger.enforcer", "sql": "gpuledger.sql"}
 
 COMMANDS = [
     [],
@@ -93,26 +96,50 @@ def _run(env_dir, *args, cwd=None, stdin=None):
     )
 
 
+def _repo_modules() -> set[str]:
+    """Every module of the repository's package folders, by the name it is installed under."""
+    names = set()
+    for folder, package in FOLDERS.items():
+        for f in (REPO / folder).rglob("*.py"):
+            rel = f.relative_to(REPO / folder).with_suffix("").parts
+            names.add(".".join((package, *rel[:-1])) if rel[-1] == "__init__" else ".".join((package, *rel)))
+    return names
+
+
 def test_every_installed_module_imports_with_declared_dependencies_only(fresh):
     code = """
 import importlib, json, pkgutil
-failed = {}
-for top in ("gpuledger", "collector", "analytics", "dashboards", "enforcer"):
-    pkg = importlib.import_module(top)
-    for m in pkgutil.walk_packages(pkg.__path__, top + "."):
-        try:
-            importlib.import_module(m.name)
-        except ImportError as e:
-            failed[m.name] = getattr(e, "name", None) or str(e)
-print(json.dumps(failed))
+import gpuledger
+failed, seen = {}, ["gpuledger"]
+for m in pkgutil.walk_packages(gpuledger.__path__, "gpuledger."):
+    seen.append(m.name)
+    try:
+        importlib.import_module(m.name)
+    except ImportError as e:
+        failed[m.name] = getattr(e, "name", None) or str(e)
+print(json.dumps({"failed": failed, "seen": seen}))
 """
     r = subprocess.run([str(fresh / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd="/")
     assert r.returncode == 0, r.stderr
-    failed = json.loads(r.stdout)
-    assert {m: n for m, n in failed.items() if not (m in NEEDS_K8S_EXTRA and n.startswith("kubernetes"))} == {}
+    out = json.loads(r.stdout)
+    assert {m: n for m, n in out["failed"].items() if not (m in NEEDS_K8S_EXTRA and n.startswith("kubernetes"))} == {}
+    # Every module in the repository was installed (a subpackage missing from pyproject's list would not be).
+    assert _repo_modules() - set(out["seen"]) == set()
     # The wheel must not bring the test extra's packages: otherwise this test proves nothing.
     r = subprocess.run([str(fresh / "bin" / "python"), "-c", "import kubernetes"], capture_output=True, text=True)
     assert r.returncode != 0
+
+
+def test_only_gpuledger_is_installed_at_the_top_level(fresh):
+    (dist,) = (fresh / "lib").glob("python3*/site-packages/gpuledger-*.dist-info")
+    assert (dist / "top_level.txt").read_text().split() == ["gpuledger"]
+    assert sorted(p.name for p in dist.parent.iterdir() if p.name in FOLDERS) == ["gpuledger"]
+    py = str(fresh / "bin" / "python")
+    for name in ("analytics", "collector", "dashboards", "enforcer", "sql"):
+        r = subprocess.run([py, "-c", f"import {name}"], capture_output=True, text=True, cwd="/")
+        assert r.returncode == 1 and f"No module named '{name}'" in r.stderr, (name, r.stderr)
+        r = subprocess.run([py, "-c", f"import gpuledger.{name}"], capture_output=True, text=True, cwd="/")
+        assert r.returncode == 0, (name, r.stderr)
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "gpuledger")

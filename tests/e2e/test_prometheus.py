@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.prometheus_source import PrometheusSource
-from collector.runner import Collector
+from gpuledger.collector.prometheus_source import PrometheusSource
+from gpuledger.collector.runner import Collector
 from gpuledger.config import Config
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import Spool

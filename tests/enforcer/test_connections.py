@@ -12,10 +12,10 @@ import time
 import pytest
 import uvicorn
 
-from enforcer import certs
-from enforcer.connections import MAX_HEAD_BYTES, REQUEST_DEADLINE_S, server_config
-from enforcer.decide import Settings
-from enforcer.server import Webhook, create_app
+from gpuledger.enforcer import certs
+from gpuledger.enforcer.connections import MAX_HEAD_BYTES, REQUEST_DEADLINE_S, server_config
+from gpuledger.enforcer.decide import Settings
+from gpuledger.enforcer.server import Webhook, create_app
 
 GIVE_UP_S = 30.0  # liveness bound only: far above the 1 s deadline
 BODY = json.dumps(

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from enforcer.decide import Recent, Settings, Table, decide
-from enforcer.policies import IdleHold, TenantRow
-from enforcer.review import parse
+from gpuledger.enforcer.decide import Recent, Settings, Table, decide
+from gpuledger.enforcer.policies import IdleHold, TenantRow
+from gpuledger.enforcer.review import parse
 
 from conftest import REPO
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from enforcer.decide import Settings, Table
-from enforcer.policies import TenantRow
-from enforcer.server import Webhook, create_app
+from gpuledger.enforcer.decide import Settings, Table
+from gpuledger.enforcer.policies import TenantRow
+from gpuledger.enforcer.server import Webhook, create_app
 
 NOW = dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
 
@@ -232,12 +232,12 @@ def test_a_surrogate_pair_is_text_like_any_other():
 
 
 def test_an_internal_error_admits_with_a_warning_not_a_500(monkeypatch):
-    import enforcer.server
+    import gpuledger.enforcer.server as server_mod
 
     def broken(*a, **kw):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(enforcer.server, "decide", broken)
+    monkeypatch.setattr(server_mod, "decide", broken)
     doc = {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from enforcer.policies import IdleHold, TenantRow, budget, idle_hog, priority_class, priority_patch, quota
+from gpuledger.enforcer.policies import IdleHold, TenantRow, budget, idle_hog, priority_class, priority_patch, quota
 
 H100 = "NVIDIA H100 80GB HBM3"
 ROW = TenantRow("vision", H100, allocated_gpus=14, quota_gpus=16, budget_usd=10_000, spent_usd=8_500, fairshare=0.3)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enforcer.review import MAX_BODY_BYTES, ReviewError, allow, deny, fit_warnings, parse
+from gpuledger.enforcer.review import MAX_BODY_BYTES, ReviewError, allow, deny, fit_warnings, parse
 
 from conftest import REPO
 

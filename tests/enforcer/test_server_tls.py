@@ -16,12 +16,12 @@ import httpx
 import pytest
 import uvicorn
 
-from enforcer import certs
-from enforcer.connections import server_config
-from enforcer.decide import Settings, Table
-from enforcer.policies import IdleHold, TenantRow
-from enforcer.server import Webhook, create_app
-from enforcer.store import AuditWriter, load_table
+from gpuledger.enforcer import certs
+from gpuledger.enforcer.connections import server_config
+from gpuledger.enforcer.decide import Settings, Table
+from gpuledger.enforcer.policies import IdleHold, TenantRow
+from gpuledger.enforcer.server import Webhook, create_app
+from gpuledger.enforcer.store import AuditWriter, load_table
 from gpuledger.lake import LakeWriter, frame_from_rows
 from gpuledger.query import Lake
 
@@ -316,8 +316,8 @@ def test_every_policy_in_every_mode_through_the_served_endpoint(served, policy, 
 
 
 def test_tenants_come_from_namespace_labels_kept_by_a_watch(served):
-    from enforcer.namespaces import NamespaceTenants
     from gpuledger.config import TENANT_LABEL
+    from gpuledger.enforcer.namespaces import NamespaceTenants
 
     from k8s_apiserver import RecordedApiServer
 
@@ -371,7 +371,7 @@ def test_a_stale_table_is_the_failure_mode_and_said_in_metrics_and_logs(served, 
     hook, client, _, _ = served
     old = table()
     old.computed_at = now() - dt.timedelta(minutes=20)
-    with caplog.at_level("WARNING", logger="enforcer.server"):
+    with caplog.at_level("WARNING", logger="gpuledger.enforcer.server"):
         hook.set_table(old)
         r = client.post("/validate", json=gpu_review("8", uid="u-stale")).json()["response"]
         assert r["allowed"] is True and r["warnings"] == [

@@ -3,7 +3,7 @@ import os
 
 import polars as pl
 
-import enforcer.store as store
+import gpuledger.enforcer.store as store
 
 
 def test_the_decision_table_is_read_under_the_lakes_read_lock(tmp_path, monkeypatch):

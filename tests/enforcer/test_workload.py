@@ -6,7 +6,7 @@ import json
 import pytest
 from kubernetes import client
 
-from enforcer.workload import AskError, ask, quantity
+from gpuledger.enforcer.workload import AskError, ask, quantity
 
 from conftest import REPO
 

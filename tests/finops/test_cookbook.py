@@ -17,8 +17,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analytics.imports.jobs_file import import_jobs_file
-from analytics.runner import run
+from gpuledger.analytics.imports.jobs_file import import_jobs_file
+from gpuledger.analytics.runner import run
 from gpuledger.cli import main
 from gpuledger.config import DEFAULT_RATES, DEFAULT_TENANTS, Rate, defaults
 from gpuledger.lake import scan

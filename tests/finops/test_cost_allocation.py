@@ -7,7 +7,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from analytics.cost_allocation import charge_periods, cost_allocation
+from gpuledger.analytics.cost_allocation import charge_periods, cost_allocation
 from gpuledger.config import Rate
 from gpuledger.lake import scan
 from gpuledger.query import Lake
@@ -211,7 +211,7 @@ def test_on_a_simulated_lake_jobs_cost_what_cost_daily_says_and_all_rows_what_th
 def test_exact_quantities_give_the_rounding_remainder_to_the_idle_row():
     from decimal import Decimal
 
-    from analytics.cost_allocation import exact_quantities
+    from gpuledger.analytics.cost_allocation import exact_quantities
 
     t = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
     rows = pl.DataFrame(

@@ -29,11 +29,11 @@ from decimal import Decimal
 
 import pytest
 
-from analytics.runner import run
-from dashboards.data import DashData
-from dashboards.filters import Filters
-from dashboards.pages import overview, tenants
+from gpuledger.analytics.runner import run
 from gpuledger.config import Rate, defaults
+from gpuledger.dashboards.data import DashData
+from gpuledger.dashboards.filters import Filters
+from gpuledger.dashboards.pages import overview, tenants
 from gpuledger.lake import LakeWriter, frame_from_rows
 from gpuledger.query import Lake
 

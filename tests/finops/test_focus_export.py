@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from finops.test_cost_allocation import ALLOCS, RATES, START, STOP, at, hourly
 from focus_rules import check_focus, check_split_allocation
 
-from analytics.cost_allocation import cost_allocation, exact_quantities
+from gpuledger.analytics.cost_allocation import cost_allocation, exact_quantities
 from gpuledger.cli import main
 from gpuledger.config import Rate
 from gpuledger.lake import LakeWriter
