@@ -1,3 +1,4 @@
+import dataclasses
 import datetime as dt
 import re
 
@@ -180,3 +181,51 @@ def test_quota_keys_must_name_a_model_of_the_lake():
 )
 def test_match_model_is_the_rule_for_rates_and_quotas(model, keys, want):
     assert config.match_model(model, keys) == want
+
+
+def test_every_field_of_a_config_table_is_a_declared_key():
+    """A field without `key(...)` would be neither read from the file nor documented: each one is declared."""
+    from gpuledger.config_keys import declared, sections
+
+    classes = [cls for _, cls, _ in sections(config.Config)] + [config.Tenant, config.Rate]
+    for cls in classes:
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert [f.name for f, _, _ in declared(cls)] == fields, cls.__name__
+    assert {f.name for f in dataclasses.fields(config.Config)} - {"source_file"} == config.allowed(config.Config)
+
+
+@pytest.mark.parametrize(
+    "bounds,text",
+    [
+        (dict(gt=0), "> 0"),
+        (dict(ge=1), ">= 1"),
+        (dict(ge=1, le=16), "between 1 and 16"),
+        (dict(gt=0, le=2), "in (0, 2]"),
+        (dict(ge=0, lt=1.5), "in [0, 1.5)"),
+        (dict(le=100), "<= 100"),
+        ({}, ""),
+    ],
+)
+def test_bounds_read_as_they_are_declared(bounds, text):
+    from gpuledger.config_keys import Key, bounds_text
+
+    assert bounds_text(Key("doc", **bounds)) == text
+
+
+def test_declared_types_convert_as_before():
+    cfg = config.parse(
+        {
+            "lake": {"path": "lake"},
+            "collector": {"interval_s": 5, "dcgm_urls": ["http://a:9400/metrics"], "spool_dir": ""},
+            "tenants": [{"name": "a", "namespaces": ["a"], "weight": 2, "quota": {"*": 3, "H100": 1.5}}],
+        },
+        "t.toml",
+        FIXTURES,
+    )
+    assert cfg.lake.path == FIXTURES / "lake"  # relative to the config file's folder
+    assert cfg.collector.interval_s == 5.0 and isinstance(cfg.collector.interval_s, float)  # an int, made a float
+    assert cfg.collector.dcgm_urls == ("http://a:9400/metrics",)  # a list, made a tuple
+    assert cfg.collector.spool_dir is None  # "" is the default: <lake>/_spool/<node>
+    t = cfg.tenants[0]
+    assert t.weight == 2.0 and isinstance(t.weight, float) and t.quota == {"*": 3, "H100": 1.5}
+    assert isinstance(t.quota["*"], int)  # a quota is kept as given: 3 GPUs, not 3.0
