@@ -1,8 +1,14 @@
-"""Builders for Kubernetes objects in tests: real fixture objects, deserialized by the real kubernetes client.
+"""What the tests build their cases from, so that each case is written once and reads the same everywhere.
 
-`pod("name")` loads tests/fixtures/k8s/<name>.yaml and turns it into a V1Pod through ApiClient.deserialize,
-the same code path a watch event takes. `derived(...)` edits a copy of a real pod's dict first; each helper
-says what it changes, so a derived object is never mistaken for a captured one.
+- Times: `at(day, h, m, s, us)`, a UTC time in November 2026 (every hand-built case lives there), and `epoch_us`.
+- Jobs: `job_state(...)`, one row of the raw `jobs` table.
+- Allocations: `allocation(...)` and `allocations(...)`, intervals of GPU held as the analytics read them.
+- Lakes: `make_lake(...)`, a simulated lake at a fixed seed ending at `END`, and `write_rows(...)` for a
+  hand-built one.
+- Kubernetes objects: real fixture objects, deserialized by the real kubernetes client. `pod("name")` loads
+  tests/fixtures/k8s/<name>.yaml and turns it into a V1Pod through ApiClient.deserialize, the same code path a
+  watch event takes. `derived(...)` edits a copy of a real pod's dict first; each helper says what it changes, so
+  a derived object is never mistaken for a captured one.
 """
 
 from __future__ import annotations
@@ -12,10 +18,96 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import polars as pl
 import yaml
-from kubernetes.watch import Watch
 
+from gpuledger import schema
+from gpuledger.config import defaults
+from gpuledger.lake import LakeWriter, frame_from_rows
+
+UTC = dt.timezone.utc
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+H100 = "NVIDIA H100 80GB HBM3"
+END = dt.datetime(2026, 11, 2, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC: where every simulated lake ends
 K8S = Path(__file__).parent / "fixtures" / "k8s"
+
+
+# -- times ---------------------------------------------------------------------------------------------------------
+def at(day: int, h: int = 0, m: int = 0, s: int = 0, us: int = 0, *, month: int = 11) -> dt.datetime:
+    """A UTC time in 2026: `at(2, 10, 30)` is Nov 2 10:30. The hand-built cases live in November 2026 (Nov 2 is
+    END's Monday), so `month` is given only by a case that is elsewhere (the March traces of the importers)."""
+    return dt.datetime(2026, month, day, h, m, s, us, tzinfo=UTC)
+
+
+def epoch_us(t: dt.datetime) -> int:
+    """`t` as the lake's raw time columns hold it: integer microseconds since the epoch (exact, no float)."""
+    return (t - EPOCH) // dt.timedelta(microseconds=1)
+
+
+# -- jobs ----------------------------------------------------------------------------------------------------------
+def job_state(job_id: str, status: str, updated_at: dt.datetime, **columns) -> dict:
+    """One row of the raw `jobs` table: `job_id` seen `status` at `updated_at`, in cluster "c", from source "test".
+    `columns` set any other column of the table; datetimes become its integer microseconds."""
+    row = {"updated_at": updated_at, "cluster": "c", "job_id": job_id, "status": status, "source": "test", **columns}
+    return {k: epoch_us(v) if isinstance(v, dt.datetime) else v for k, v in row.items()}
+
+
+# -- allocations ---------------------------------------------------------------------------------------------------
+def allocation(
+    job_id: str, tenant: str, gpu_uuid: str | None, share: float, start: dt.datetime, end: dt.datetime, **columns
+) -> dict:
+    """One interval of `gpu_allocations` as the analytics read it: `job_id` of `tenant` held `share` of `gpu_uuid`
+    (1.0 whole, 1/7 a 1g MIG slice) from `start` to `end`. In cluster "c" on node "n1", an H100, namespace the
+    tenant's name, pod "pod-<job_id>", unless `columns` say otherwise."""
+    row = dict(
+        cluster="c",
+        job_id=job_id,
+        tenant=tenant,
+        namespace=tenant,
+        pod=f"pod-{job_id}",
+        node="n1",
+        gpu_model=H100,
+        gpu_uuid=gpu_uuid,
+        share=share,
+        start=start,
+        end=end,
+    )
+    return row | columns
+
+
+def allocations(*rows: dict, **columns) -> pl.LazyFrame:
+    """The `allocation(...)` rows as the frame the analytics take; `columns` are set on every row."""
+    return pl.LazyFrame([r | columns for r in rows], schema_overrides={"start": schema.UTC_US, "end": schema.UTC_US})
+
+
+# -- lakes ---------------------------------------------------------------------------------------------------------
+def make_lake(
+    path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"), end_s=END, workers=1
+):
+    """A lake the real simulator writes at a fixed seed, `days` up to `end_s`: reproducible to the value."""
+    from gpuledger.collector.sim.backfill import backfill
+
+    return backfill(
+        defaults(),
+        path,
+        end_s - days * 86400,
+        end_s,
+        step_s,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        models=models,
+        seed=seed,
+        workers=workers,
+    )
+
+
+def write_rows(lake: Path, table: str, rows: list[dict], name: str = "test") -> list[Path]:
+    """Hand-built rows into `table` of `lake` as a writer puts them (typed by the schema, a file per date, named
+    part-<name>): the same name again replaces that file, another name adds one."""
+    return LakeWriter(lake).write(table, frame_from_rows(table, rows), name)
+
+
+# -- Kubernetes objects --------------------------------------------------------------------------------------------
 
 
 def _jsonable(o):
@@ -31,6 +123,8 @@ def raw(name: str) -> dict:
 
 def deserialize(obj: dict, kind: str = "V1Pod"):
     """Exactly what the client does with a watch event line (kubernetes.watch.Watch.unmarshal_event)."""
+    from kubernetes.watch import Watch  # here, not at the top: it costs ~0.4 s, and most tests build no pods
+
     return Watch().unmarshal_event(json.dumps({"type": "ADDED", "object": obj}), kind)["object"]
 
 

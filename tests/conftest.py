@@ -1,11 +1,10 @@
-"""Shared fixtures: one factory for small deterministic lakes, and a CLI runner.
+"""Shared fixtures: small deterministic lakes (built by builders.make_lake, read-only), and a CLI runner.
 
 Every lake is built by the real simulator at a fixed seed and a fixed end time, so values are reproducible.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.abc
 import sys
 from pathlib import Path
@@ -13,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuledger.config import defaults
+from builders import END, make_lake
 
-END = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc).timestamp()  # a Monday, 00:00 UTC
+__all__ = ["END", "REPO", "SHARED", "make_lake"]  # END and make_lake live in builders; some tests take them here
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
@@ -33,25 +33,6 @@ class _OnlyTheInstalledNamespace(importlib.abc.MetaPathFinder):
 
 
 sys.meta_path.insert(0, _OnlyTheInstalledNamespace())
-
-
-def make_lake(
-    path: Path, *, nodes=3, gpus=4, days=1.0, step_s=60, seed=7, models=("H100", "A100", "L40S"), end_s=END, workers=1
-):
-    from gpuledger.collector.sim.backfill import backfill
-
-    return backfill(
-        defaults(),
-        path,
-        end_s - days * 86400,
-        end_s,
-        step_s,
-        nodes=nodes,
-        gpus_per_node=gpus,
-        models=models,
-        seed=seed,
-        workers=workers,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,6 @@
 a half-GPU job across the rate change, a MIG slice on its parent GPU, a job on an unknown GPU, a GPU charged while
 silent, the max(request, usage) method; and agreement with cost_daily on a simulated lake."""
 
-import datetime as dt
-
 import polars as pl
 import pytest
 
@@ -12,74 +10,8 @@ from gpuledger.config import Rate
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 
-UTC = dt.timezone.utc
-H100 = "NVIDIA H100 80GB HBM3"
-# $2 per GPU-hour from January; $5 from Nov 2 at noon (a rate change mid-day).
-RATES = [
-    Rate("H100", 2.0, dt.datetime(2026, 1, 1, tzinfo=UTC)),
-    Rate("H100", 5.0, dt.datetime(2026, 11, 2, 12, tzinfo=UTC)),
-]
-START, STOP = dt.datetime(2026, 11, 1, tzinfo=UTC), dt.datetime(2026, 11, 3, tzinfo=UTC)
-
-
-def at(day, h, m=0):
-    return dt.datetime(2026, 11, day, h, m, tzinfo=UTC)
-
-
-def allocs(rows):
-    return pl.LazyFrame(
-        [
-            dict(
-                cluster="c",
-                job_id=j,
-                tenant=t,
-                namespace=t,
-                pod=f"pod-{j}",
-                node=n,
-                gpu_model=H100,
-                gpu_uuid=g,
-                share=s,
-                start=a,
-                end=b,
-            )
-            for j, t, n, g, s, a, b in rows
-        ],
-        schema_overrides={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")},
-    )
-
-
-# A: vision, all of G1, Nov 1 22:00 -> Nov 2 02:00 (across midnight; G1 reported nothing on Nov 1)
-# B: nlp, half of G1, Nov 2 10:00 -> 14:00 (across the noon rate change)
-# C: vision, a 1g slice (1/7) MIG-1 of G2, Nov 2 05:00 -> 12:00
-# D: research, one H100 nobody named, Nov 2 00:00 -> 01:00
-ALLOCS = allocs(
-    [
-        ("A", "vision", "n1", "G1", 1.0, at(1, 22), at(2, 2)),
-        ("B", "nlp", "n1", "G1", 0.5, at(2, 10), at(2, 14)),
-        ("C", "vision", "n2", "MIG-1", 1 / 7, at(2, 5), at(2, 12)),
-        ("D", "research", None, None, 1.0, at(2, 0), at(2, 1)),
-    ]
-)
-
-
-def hourly(busy=None):
-    """G1 and G2 report every hour of Nov 2 (not Nov 1); MIG-1 reports as a slice of G2."""
-    busy = busy or {}
-    rows = []
-    for h in range(24):
-        for g, parent, node in (("G1", None, "n1"), ("G2", None, "n2"), ("MIG-1", "G2", "n2")):
-            rows.append(
-                dict(
-                    cluster="c",
-                    node=node,
-                    gpu_uuid=g,
-                    parent_gpu_uuid=parent,
-                    hour=at(2, h),
-                    model=H100,
-                    busy_ratio=busy.get((g, h), 0.0),
-                )
-            )
-    return pl.LazyFrame(rows, schema_overrides={"hour": pl.Datetime("us", "UTC")})
+from builders import H100, at
+from finops.split_case import ALLOCS, RATES, START, STOP, hourly
 
 
 def by_key(df):
@@ -213,7 +145,7 @@ def test_exact_quantities_give_the_rounding_remainder_to_the_idle_row():
 
     from gpuledger.analytics.cost_allocation import exact_quantities
 
-    t = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+    t = at(2)
     rows = pl.DataFrame(
         {
             "cluster": ["c"] * 5,

@@ -9,7 +9,6 @@ from decimal import Decimal
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from finops.test_cost_allocation import ALLOCS, RATES, START, STOP, at, hourly
 from focus_rules import check_focus, check_split_allocation
 
 from gpuledger.analytics.cost_allocation import cost_allocation, exact_quantities
@@ -18,7 +17,9 @@ from gpuledger.config import Rate
 from gpuledger.lake import LakeWriter
 from gpuledger.query import Lake
 
-UTC = dt.timezone.utc
+from builders import at
+from finops.split_case import ALLOCS, RATES, START, STOP, hourly
+
 ONLY_A100 = [Rate("A100", 1.0, START)]  # a rate card with no price for the H100s of the hand case
 # Optional FOCUS columns gpuledger supports, so they must be there: the rate card is a published price list, and the
 # monthly chargeback is the invoice.
@@ -73,8 +74,8 @@ def test_rows_and_exact_costs_by_hand(lake):
         ("H100@5.000000", '{"GpuCount":1,"x_RateCardModel":"H100"}'),
     }
     assert set(f["InvoiceId"]) == {"c/2026-11"}  # the month's chargeback of cluster c
-    assert set(f["BillingPeriodStart"]) == {dt.datetime(2026, 11, 1, tzinfo=UTC)}
-    assert set(f["BillingPeriodEnd"]) == {dt.datetime(2026, 12, 1, tzinfo=UTC)}
+    assert set(f["BillingPeriodStart"]) == {at(1)}
+    assert set(f["BillingPeriodEnd"]) == {at(1, month=12)}
 
 
 def test_splits_carry_the_origin_and_sum_to_it_exactly(lake):
