@@ -6,21 +6,15 @@ from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
 from gpuledger.analytics.runner import run, watermark
-from gpuledger.lake import LakeWriter, scan, table_files
+from gpuledger.lake import scan, table_files
 
-from conftest import END, make_lake
-
-UTC = dt.timezone.utc
-
-
-def at(h, m=0, s=0):
-    return dt.datetime(2026, 11, 2, h, m, s, tzinfo=UTC)
+from builders import END, at, job_state, make_lake, write_rows
 
 
 def test_gpu_hourly_by_hand():
     samples = pl.LazyFrame(
         {
-            "ts": [at(10), at(10, 0, 30), at(10, 1), at(11, 5)],
+            "ts": [at(2, 10), at(2, 10, 0, 30), at(2, 10, 1), at(2, 11, 5)],
             "cluster": ["c"] * 4,
             "node": ["n"] * 4,
             "gpu_uuid": ["GPU-a"] * 4,
@@ -35,7 +29,7 @@ def test_gpu_hourly_by_hand():
         schema_overrides={"sm_active_ratio": pl.Float32, "power_w": pl.Float32, "util_gpu_pct": pl.Float32},
     )
     got = gpu_hourly(gpu_5min(samples)).collect().sort("hour")
-    assert got["hour"].to_list() == [at(10), at(11)]
+    assert got["hour"].to_list() == [at(2, 10), at(2, 11)]
     row = got.row(0, named=True)
     assert row["samples"] == 3
     assert row["allocated_ratio"] == pytest.approx(2 / 3)  # 2 of 3 samples had a pod
@@ -71,33 +65,16 @@ def test_nothing_to_do_on_an_empty_lake(tmp_path):
 
 
 def test_job_tables_follow_a_job_from_pending_to_running(tmp_path):
-    from gpuledger.lake import frame_from_rows
-
     lake = tmp_path / "lake"
-    w = LakeWriter(lake)
-    base = {
-        "cluster": "c",
-        "job_id": "j1",
-        "tenant": "t",
-        "gpus": 2.0,
-        "source": "test",
-        "submitted_at": int(at(10).timestamp() * 1e6),
-    }
-    w.write("jobs", frame_from_rows("jobs", [{**base, "updated_at": base["submitted_at"], "status": "pending"}]), "s1")
-    run(lake, until_s=at(11).timestamp())
+    pending = job_state("j1", "pending", at(2, 10), tenant="t", gpus=2.0, submitted_at=at(2, 10))
+    write_rows(lake, "jobs", [pending], "s1")
+    run(lake, until_s=at(2, 11).timestamp())
     (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)
     assert (row["status"], row["node"], row["queue_s"]) == ("pending", None, 3600.0)  # waited 10:00 -> 11:00
     assert scan(lake, "gpu_allocations").collect().height == 0  # not bound: holds nothing
-    bound = {
-        **base,
-        "updated_at": int(at(11).timestamp() * 1e6),
-        "status": "running",
-        "node": "n1",
-        "scheduled_at": int(at(11).timestamp() * 1e6),
-        "gpu_uuids": ["G1", "G2"],
-    }
-    w.write("jobs", frame_from_rows("jobs", [bound]), "s2")
-    run(lake, until_s=at(12).timestamp())
+    bound = pending | job_state("j1", "running", at(2, 11), node="n1", scheduled_at=at(2, 11), gpu_uuids=["G1", "G2"])
+    write_rows(lake, "jobs", [bound], "s2")
+    run(lake, until_s=at(2, 12).timestamp())
     (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)  # the pending state was replaced, not added
     assert (row["status"], row["node"], row["queue_s"], row["gpu_hours"]) == ("running", "n1", 3600.0, 2.0)
     assert [f.parent.name for f in table_files(lake, "job_stats")] == ["date=2026-11-02"]  # by date only
@@ -112,7 +89,7 @@ def test_hourly_from_5_minute_buckets_weights_by_samples():
     # energy = the known bucket only: 100 W x 90 s = 2.5 Wh.
     samples = pl.LazyFrame(
         {
-            "ts": [at(10), at(10, 0, 30), at(10, 1), at(10, 6)],
+            "ts": [at(2, 10), at(2, 10, 0, 30), at(2, 10, 1), at(2, 10, 6)],
             "cluster": ["c"] * 4,
             "node": ["n"] * 4,
             "gpu_uuid": ["G"] * 4,

@@ -12,47 +12,17 @@ from gpuledger.analytics.cost import cost_daily
 from gpuledger.analytics.cost_allocation import cost_allocation
 from gpuledger.config import Rate, match_model
 
-UTC = dt.timezone.utc
-H100 = "NVIDIA H100 80GB HBM3"
+from builders import H100, allocation, allocations, at
+
 RATES = [Rate("H100", 2.0, dt.date(2026, 1, 1)), Rate("H100", 3.0, dt.date(2026, 11, 2))]  # +$1 from Nov 2
-
-
-def at(day, h, m=0):
-    return dt.datetime(2026, 11, day, h, m, tzinfo=UTC)
-
-
-def allocs(rows):
-    return pl.LazyFrame(
-        [
-            dict(
-                cluster="c",
-                job_id=j,
-                tenant=t,
-                namespace=ns,
-                pod=j,
-                node="n1",
-                gpu_model=H100,
-                gpu_uuid=g,
-                share=s,
-                start=a,
-                end=b,
-            )
-            for j, t, ns, g, s, a, b in rows
-        ],
-        schema_overrides={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")},
-    )
-
 
 # A: vision, 1 GPU, Nov 1 22:00 -> Nov 2 02:00 (crosses midnight and the rate change)
 # B: nlp, half a GPU, Nov 2 10:00 -> 12:00
 # C: vision (its second namespace), a 1g MIG slice (1/7) of G2, Nov 2 05:00 -> 12:00
-ALLOCS = allocs(
-    [
-        ("A", "vision", "vision-train", "G1", 1.0, at(1, 22), at(2, 2)),
-        ("B", "nlp", "nlp", "G2", 0.5, at(2, 10), at(2, 12)),
-        ("C", "vision", "vision-dev", "MIG-1", 1 / 7, at(2, 5), at(2, 12)),
-    ]
-)
+A = allocation("A", "vision", "G1", 1.0, at(1, 22), at(2, 2), namespace="vision-train")
+B = allocation("B", "nlp", "G2", 0.5, at(2, 10), at(2, 12))
+C = allocation("C", "vision", "MIG-1", 1 / 7, at(2, 5), at(2, 12), namespace="vision-dev")
+ALLOCS = allocations(A, B, C)
 
 
 def hourly(days=(1, 2), busy=None):
@@ -76,7 +46,7 @@ def hourly(days=(1, 2), busy=None):
 
 
 CAPACITY = hourly()
-PERIOD = (at(1, 0), dt.datetime(2026, 11, 3, tzinfo=UTC))
+PERIOD = (at(1), at(3))
 
 
 def daily(a, cap, rates, start, end, idle_policy, platform_tenant=None, method="request"):
@@ -187,14 +157,9 @@ def test_rate_change_mid_day():
     # $2 until Nov 2 12:00 UTC, then $5. B holds half of G2 10:00-12:00 (all at $2): 0.5 x 2 h x 2 = 2.0.
     # D holds G3 whole 11:00-13:00: 1 h at $2 + 1 h at $5 = 7.0. G3 never reported: it is charged, not idle.
     rates = [Rate("H100", 2.0, dt.date(2026, 1, 1)), Rate("H100", 5.0, at(2, 12))]
-    a = allocs(
-        [
-            ("B", "nlp", "nlp", "G2", 0.5, at(2, 10), at(2, 12)),
-            ("D", "vision", "vision-train", "G3", 1.0, at(2, 11), at(2, 13)),
-        ]
-    )
+    a = allocations(B, allocation("D", "vision", "G3", 1.0, at(2, 11), at(2, 13), namespace="vision-train"))
     cap = hourly(days=(2,))
-    out, unpriced = daily(a, cap, rates, at(2, 0), dt.datetime(2026, 11, 3, tzinfo=UTC), idle_policy="none")
+    out, unpriced = daily(a, cap, rates, at(2), at(3), idle_policy="none")
     r = rows(out)
     assert unpriced == []
     assert r[(2, "nlp")]["cost_usd"] == pytest.approx(2.0)

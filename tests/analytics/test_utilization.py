@@ -1,62 +1,23 @@
 """Utilization by hand: efficiency weighted by GPU-hours, shares of one GPU, missing SM activity."""
 
-import datetime as dt
-
 import polars as pl
 import pytest
 
 from gpuledger.analytics.utilization import efficiency, job_hourly
 
-UTC = dt.timezone.utc
+from builders import allocation, allocations, at
 
-
-def at(h, m=0):
-    return dt.datetime(2026, 11, 2, h, m, tzinfo=UTC)
-
-
-ALLOCS = pl.LazyFrame(
-    [
-        # J1 (vision): G1 whole, 10:00-12:00; J2 and J3 (nlp): half of G2 each, 10:00-11:00
-        dict(
-            cluster="c",
-            job_id="J1",
-            tenant="vision",
-            node="n1",
-            gpu_model="H100",
-            gpu_uuid="G1",
-            share=1.0,
-            start=at(10),
-            end=at(12),
-        ),
-        dict(
-            cluster="c",
-            job_id="J2",
-            tenant="nlp",
-            node="n1",
-            gpu_model="H100",
-            gpu_uuid="G2",
-            share=0.5,
-            start=at(10),
-            end=at(11),
-        ),
-        dict(
-            cluster="c",
-            job_id="J3",
-            tenant="nlp",
-            node="n1",
-            gpu_model="H100",
-            gpu_uuid="G2",
-            share=0.5,
-            start=at(10),
-            end=at(11),
-        ),
-    ],
-    schema_overrides={"start": pl.Datetime("us", "UTC"), "end": pl.Datetime("us", "UTC")},
+# J1 (vision): G1 whole, 10:00-12:00; J2 and J3 (nlp): half of G2 each, 10:00-11:00
+ALLOCS = allocations(
+    allocation("J1", "vision", "G1", 1.0, at(2, 10), at(2, 12)),
+    allocation("J2", "nlp", "G2", 0.5, at(2, 10), at(2, 11)),
+    allocation("J3", "nlp", "G2", 0.5, at(2, 10), at(2, 11)),
+    gpu_model="H100",  # as telemetry names it below
 )
 HOURLY = pl.LazyFrame(
     {
         "gpu_uuid": ["G1", "G1", "G2"],
-        "hour": [at(10), at(11), at(10)],
+        "hour": [at(2, 10), at(2, 11), at(2, 10)],
         "model": ["H100"] * 3,
         "util_gpu_pct_mean": [90.0, 10.0, 60.0],
         "sm_active_ratio_mean": [0.5, None, 0.4],
@@ -103,13 +64,13 @@ def test_job_5min_buckets():
     five = pl.LazyFrame(
         {
             "gpu_uuid": ["G1", "G1"],
-            "bucket_start": [at(10), at(10, 5)],
+            "bucket_start": [at(2, 10), at(2, 10, 5)],
             "util_gpu_pct_mean": [100.0, 50.0],
             "sm_active_ratio_mean": [None, 0.25],
         },
         schema_overrides={"bucket_start": pl.Datetime("us", "UTC"), "sm_active_ratio_mean": pl.Float64},
     )
-    a = ALLOCS.filter(pl.col("job_id") == "J1").with_columns(pl.lit(at(10, 10)).dt.cast_time_unit("us").alias("end"))
+    a = ALLOCS.filter(pl.col("job_id") == "J1").with_columns(pl.lit(at(2, 10, 10)).dt.cast_time_unit("us").alias("end"))
     rows = job_5min(a, five).collect().sort("bucket_start")
     # 10:00-10:10 whole G1: two buckets of 5/60 GPU-hours; busy 100% then 50%
     assert rows["allocated_gpu_hours"].to_list() == pytest.approx([5 / 60, 5 / 60])

@@ -34,23 +34,14 @@ from gpuledger.config import Rate, defaults
 from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.filters import Filters
 from gpuledger.dashboards.pages import overview, tenants
-from gpuledger.lake import LakeWriter, frame_from_rows
 from gpuledger.query import Lake
 
-UTC = dt.timezone.utc
-H100 = "NVIDIA H100 80GB HBM3"
+from builders import H100, at, epoch_us, job_state, write_rows
+
 NOV = dt.date(2026, 11, 1)
 CFG = dataclasses.replace(defaults(), rates=(Rate("H100", 2.0, dt.date(2026, 1, 1)),))
 DAYS = {dt.date(2026, 11, 2): 64.0, dt.date(2026, 11, 3): 48.0, dt.date(2026, 11, 4): 52.0}
 TENANTS = {"vision": 64.0, "nlp": 87.0, "research": 13.0}
-
-
-def at(day, h):
-    return dt.datetime(2026, 11, day, h, tzinfo=UTC)
-
-
-def us(t):
-    return int(t.timestamp() * 1e6)
 
 
 def samples(start, end):
@@ -58,47 +49,44 @@ def samples(start, end):
     rows, t = [], start
     while t < end:
         for g in ("G1", "G2"):
-            rows.append(
-                dict(ts=us(t), cluster=CFG.cluster, node="n1", gpu_uuid=g, model=H100, util_gpu_pct=50.0, source="t")
-            )
+            row = dict(cluster=CFG.cluster, node="n1", gpu_uuid=g, model=H100, util_gpu_pct=50.0, source="t")
+            rows.append(row | {"ts": epoch_us(t)})
         t += dt.timedelta(minutes=5)
     return rows
 
 
 def job(job_id, tenant, gpu, start, end):
-    return dict(
-        updated_at=us(end),
+    return job_state(
+        job_id,
+        "succeeded",
+        end,
         cluster=CFG.cluster,
-        job_id=job_id,
         tenant=tenant,
         namespace=tenant,
         pod=f"pod-{job_id}",
         gpu_model=H100,
         gpus=1.0,
         gpu_sharing="none",
-        submitted_at=us(start),
-        scheduled_at=us(start),
-        started_at=us(start),
-        finished_at=us(end),
-        status="succeeded",
+        submitted_at=start,
+        scheduled_at=start,
+        started_at=start,
+        finished_at=end,
         node="n1",
         gpu_uuids=[gpu] if gpu else [],
-        source="t",
     )
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
     lake = tmp_path_factory.mktemp("totals") / "lake"
-    w = LakeWriter(lake)
     reported = samples(at(2, 12), at(3, 0)) + samples(at(4, 0), at(4, 12))  # Nov 3 is silent
-    w.write("gpu_samples", frame_from_rows("gpu_samples", reported), "t")
+    write_rows(lake, "gpu_samples", reported)
     jobs = [
         job("A", "vision", "G1", at(2, 4), at(2, 18)),
         job("B", "nlp", "G2", at(3, 0), at(4, 6)),
         job("D", "research", None, at(4, 0), at(4, 2)),
     ]
-    w.write("jobs", frame_from_rows("jobs", jobs), "t")
+    write_rows(lake, "jobs", jobs)
     run(lake, until_s=at(4, 12).timestamp(), cfg=CFG)
     return lake
 
