@@ -19,6 +19,8 @@ from gpuledger.errors import UsageError
 from gpuledger.lake import scan, table_files
 from gpuledger.query import Lake
 
+from builders import at
+
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "imports"
@@ -28,10 +30,7 @@ OPENB = TRACES / "alibaba-gpu-v2023"
 DLRM = TRACES / "alibaba-gpu-v2025"
 DLRM_TINY = FIXTURES / "alibaba2025_tiny"
 UTC = dt.timezone.utc
-
-
-def at(day, h, m=0, s=0, us=0):
-    return dt.datetime(2026, 3, day, h, m, s, us, tzinfo=UTC)
+MARCH = 3  # the jobs files in tests/fixtures/imports are of March 2026
 
 
 def jobs(lake: Path) -> pl.DataFrame:
@@ -50,19 +49,23 @@ def test_good_csv_is_imported_with_every_column_mapped(tmp_path):
     assert t1["tenant"] == "nlp"  # empty in the file: from the config's namespace -> tenant map
     assert t1["queue"] == "high" and t1["gpu_model"] == "NVIDIA H100 80GB HBM3"
     assert (t1["gpus"], t1["gpu_sharing"], t1["status"], t1["node"]) == (8.0, "exclusive", "succeeded", "gpu-node-1")
-    assert (t1["submitted_at"], t1["scheduled_at"], t1["finished_at"]) == (at(1, 10), at(1, 10, 5), at(1, 12))
-    assert t1["updated_at"] == at(1, 12)  # finished_at, when there is one
+    assert (t1["submitted_at"], t1["scheduled_at"], t1["finished_at"]) == (
+        at(1, 10, month=MARCH),
+        at(1, 10, 5, month=MARCH),
+        at(1, 12, month=MARCH),
+    )
+    assert t1["updated_at"] == at(1, 12, month=MARCH)  # finished_at, when there is one
     assert (t1["cluster"], t1["source"], t1["date"]) == ("default", "import", dt.date(2026, 3, 1))
     t2 = rows["train-2"]
     assert t2["tenant"] == "vision"  # given in the file
-    assert t2["updated_at"] == at(1, 11, 0, 30) and t2["finished_at"] is None  # else scheduled_at
+    assert t2["updated_at"] == at(1, 11, 0, 30, month=MARCH) and t2["finished_at"] is None  # else scheduled_at
     nb = rows["nb-3"]
     assert (nb["gpus"], nb["gpu_sharing"], nb["tenant"], nb["node"]) == (0.25, "fraction", "platform", None)
-    assert nb["updated_at"] == at(2, 9)  # else submitted_at
+    assert nb["updated_at"] == at(2, 9, month=MARCH)  # else submitted_at
     cpu = rows["cpu-4"]
     assert cpu["tenant"] is None  # a namespace no tenant owns
     assert cpu["gpu_sharing"] is None and cpu["status"] == "failed"  # status is case-insensitive
-    assert cpu["submitted_at"] == at(2, 9, 30, 0, 250_000)
+    assert cpu["submitted_at"] == at(2, 9, 30, 0, 250_000, month=MARCH)
 
 
 def test_cluster_comes_from_the_config(tmp_path):
@@ -171,8 +174,8 @@ def test_parquet_rows_are_numbered_from_one_and_timestamps_keep_their_zone(tmp_p
             "job_id": ["a", "b", "c"],
             "gpus": [1.0, -2.0, 0.5],
             "submitted_at": [
-                at(1, 10),
-                at(1, 10),
+                at(1, 10, month=MARCH),
+                at(1, 10, month=MARCH),
                 dt.datetime(2026, 3, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))),
             ],
             "status": ["running", "pending", "succeeded"],
@@ -184,7 +187,7 @@ def test_parquet_rows_are_numbered_from_one_and_timestamps_keep_their_zone(tmp_p
     assert report.rejections == [Rejection(str(src), 2, "gpus -2.0 is negative")]
     got = jobs(tmp_path / "lake")
     assert got["job_id"].to_list() == ["a", "c"]
-    assert got["submitted_at"].to_list() == [at(1, 10), at(1, 10)]  # 12:00+02:00 is 10:00 UTC
+    assert got["submitted_at"].to_list() == [at(1, 10, month=MARCH), at(1, 10, month=MARCH)]  # 12:00+02:00 is 10:00 UTC
     assert got["tenant"].to_list() == ["nlp", "research"]
 
 

@@ -1,7 +1,5 @@
 """Job figures on a hand-made day of jobs, every expected number worked out by hand in the comments."""
 
-import datetime as dt
-
 import polars as pl
 import pytest
 
@@ -11,21 +9,12 @@ from gpuledger.analytics.outcomes import failure_reasons, outcomes
 from gpuledger.analytics.queue_time import queue_depth, queue_stats
 from gpuledger.lake import conform, frame_from_rows
 
-UTC = dt.timezone.utc
-NOW = dt.datetime(2026, 11, 2, 13, 0, tzinfo=UTC)
+from builders import at, job_state
 
+NOW = at(2, 13)
 
-def t(h, m=0):
-    return int(dt.datetime(2026, 11, 2, h, m, tzinfo=UTC).timestamp() * 1_000_000)
-
-
-def state(job, at, status, **kw):
-    base = {"updated_at": at, "cluster": "c", "job_id": job, "status": status, "source": "test"}
-    return {**base, **kw}
-
-
-A = dict(tenant="vision", namespace="vision-train", pod="a", gpu_model="H100", gpus=2.0, submitted_at=t(10))
-B = dict(tenant="nlp", namespace="nlp", pod="b", gpu_model="H100", gpus=0.5, submitted_at=t(11))
+A = dict(tenant="vision", namespace="vision-train", pod="a", gpu_model="H100", gpus=2.0, submitted_at=at(2, 10))
+B = dict(tenant="nlp", namespace="nlp", pod="b", gpu_model="H100", gpus=0.5, submitted_at=at(2, 11))
 C = dict(
     tenant="vision",
     namespace="vision-dev",
@@ -34,39 +23,42 @@ C = dict(
     gpus=1 / 7,
     mig_profile="1g.10gb",
     gpu_sharing="mig",
-    submitted_at=t(9),
+    submitted_at=at(2, 9),
 )
-D = dict(tenant="nlp", namespace="nlp", pod="d", gpu_model="H100", gpus=1.0, submitted_at=t(12))
-E = dict(tenant="nlp", namespace="nlp", pod="p-e", gpu_model="H100", gpus=1.0, submitted_at=t(12))
+D = dict(tenant="nlp", namespace="nlp", pod="d", gpu_model="H100", gpus=1.0, submitted_at=at(2, 12))
+E = dict(tenant="nlp", namespace="nlp", pod="p-e", gpu_model="H100", gpus=1.0, submitted_at=at(2, 12))
 ROWS = [
-    state("A", t(10), "pending", **A),
-    state("A", t(10, 10), "running", **A, scheduled_at=t(10, 10), started_at=t(10, 11), gpu_uuids=["G1", "G2"]),
-    state(
+    job_state("A", "pending", at(2, 10), **A),
+    job_state(
+        "A", "running", at(2, 10, 10), **A, scheduled_at=at(2, 10, 10), started_at=at(2, 10, 11), gpu_uuids=["G1", "G2"]
+    ),
+    job_state(
         "A",
-        t(12, 10),
         "succeeded",
+        at(2, 12, 10),
         **A,
-        scheduled_at=t(10, 10),
-        started_at=t(10, 11),
-        finished_at=t(12, 10),
+        scheduled_at=at(2, 10, 10),
+        started_at=at(2, 10, 11),
+        finished_at=at(2, 12, 10),
         gpu_uuids=["G1", "G2"],
         reason="Completed",
     ),
-    state("B", t(11), "running", **B, scheduled_at=t(11), started_at=t(11, 1), gpu_uuids=["G3"]),
-    state(
+    job_state("B", "running", at(2, 11), **B, scheduled_at=at(2, 11), started_at=at(2, 11, 1), gpu_uuids=["G3"]),
+    job_state(
         "B",
-        t(11, 31),
         "failed",
+        at(2, 11, 31),
         **B,
-        scheduled_at=t(11),
-        started_at=t(11, 1),
-        finished_at=t(11, 31),
+        scheduled_at=at(2, 11),
+        started_at=at(2, 11, 1),
+        finished_at=at(2, 11, 31),
         gpu_uuids=["G3"],
         reason="OOMKilled",
     ),
-    state("C", t(9, 30), "running", **C, scheduled_at=t(9, 30), gpu_uuids=["MIG-x"]),
-    state("D", t(12), "pending", **D),
-    state("E", t(12, 5), "running", **E, scheduled_at=t(12, 5), started_at=t(12, 5)),  # no gpu_uuids: k8s
+    job_state("C", "running", at(2, 9, 30), **C, scheduled_at=at(2, 9, 30), gpu_uuids=["MIG-x"]),
+    job_state("D", "pending", at(2, 12), **D),
+    # E: no gpu_uuids in its row (k8s did not name them)
+    job_state("E", "running", at(2, 12, 5), **E, scheduled_at=at(2, 12, 5), started_at=at(2, 12, 5)),
 ]
 
 
@@ -106,14 +98,14 @@ def test_queue_stats_by_tenant(jobs):
 
 
 def test_queue_depth(jobs):
-    d = queue_depth(job_stats(jobs, NOW), dt.datetime(2026, 11, 2, 9, tzinfo=UTC), NOW, "5m", by=()).collect()
-    at = {r["ts"]: r for r in d.iter_rows(named=True)}
-    assert at[dt.datetime(2026, 11, 2, 9, 0, tzinfo=UTC)]["pending_jobs"] == 1  # C waits 09:00-09:30
-    assert at[dt.datetime(2026, 11, 2, 10, 5, tzinfo=UTC)]["pending_jobs"] == 1  # A waits 10:00-10:10
-    assert dt.datetime(2026, 11, 2, 10, 10, tzinfo=UTC) not in at  # A bound at 10:10: nobody waits
-    assert at[dt.datetime(2026, 11, 2, 12, 0, tzinfo=UTC)]["pending_jobs"] == 2  # D and E
-    assert at[dt.datetime(2026, 11, 2, 12, 5, tzinfo=UTC)]["pending_gpus"] == 1.0  # E bound at 12:05; D waits
-    per_model = queue_depth(job_stats(jobs, NOW), dt.datetime(2026, 11, 2, 9, tzinfo=UTC), NOW, "5m").collect()
+    d = queue_depth(job_stats(jobs, NOW), at(2, 9), NOW, "5m", by=()).collect()
+    by_ts = {r["ts"]: r for r in d.iter_rows(named=True)}
+    assert by_ts[at(2, 9, 0)]["pending_jobs"] == 1  # C waits 09:00-09:30
+    assert by_ts[at(2, 10, 5)]["pending_jobs"] == 1  # A waits 10:00-10:10
+    assert at(2, 10, 10) not in by_ts  # A bound at 10:10: nobody waits
+    assert by_ts[at(2, 12, 0)]["pending_jobs"] == 2  # D and E
+    assert by_ts[at(2, 12, 5)]["pending_gpus"] == 1.0  # E bound at 12:05; D waits
+    per_model = queue_depth(job_stats(jobs, NOW), at(2, 9), NOW, "5m").collect()
     assert per_model.drop("gpu_model").equals(d) and set(per_model["gpu_model"]) == {"H100"}  # one model here
 
 
@@ -148,26 +140,26 @@ def test_time_sliced_replicas_split_their_gpu_moment_by_moment():
     # (10-11), together each holds half (11-12), then T2 alone holds all of it (12-13).
     ts = dict(tenant="nlp", namespace="nlp", gpu_model="H100", gpus=1.0, gpu_sharing="time-sliced")
     rows = [
-        state(
+        job_state(
             "T1",
-            t(12),
             "succeeded",
+            at(2, 12),
             **ts,
             pod="t1",
-            submitted_at=t(10),
-            scheduled_at=t(10),
-            finished_at=t(12),
+            submitted_at=at(2, 10),
+            scheduled_at=at(2, 10),
+            finished_at=at(2, 12),
             gpu_uuids=["G9"],
         ),
-        state(
+        job_state(
             "T2",
-            t(13),
             "succeeded",
+            at(2, 13),
             **ts,
             pod="t2",
-            submitted_at=t(11),
-            scheduled_at=t(11),
-            finished_at=t(13),
+            submitted_at=at(2, 11),
+            scheduled_at=at(2, 11),
+            finished_at=at(2, 13),
             gpu_uuids=["G9"],
         ),
     ]

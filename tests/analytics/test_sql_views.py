@@ -12,7 +12,7 @@ from gpuledger.analytics.runner import run
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 
-from conftest import END
+from builders import END
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from gpuledger.config import DEFAULT_TENANTS, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 
-from conftest import END, make_lake
+from builders import END, make_lake
 
 
 def test_same_seed_same_lake(tmp_path, small_lake):

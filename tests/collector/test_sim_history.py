@@ -14,7 +14,7 @@ from gpuledger.collector.sim.telemetry import health_events
 from gpuledger.config import SimConfig, defaults
 from gpuledger.lake import scan
 
-from conftest import END
+from builders import END
 
 # The default plan (7 days at 30 s after 28 at 150 s), scaled down in space and in its fine days: 2 nodes of 2
 # L4s, 1 day at 30 s after the default 28 days at the default 150 s.

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import END
+from builders import END
 
 END_ISO = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()
 

@@ -24,7 +24,8 @@ from gpuledger.config import DEFAULT_RATES, DEFAULT_TENANTS, Rate, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 
-from conftest import END, REPO
+from builders import END
+from conftest import REPO
 
 DOC = REPO / "docs" / "finops.md"
 NAMES = {
