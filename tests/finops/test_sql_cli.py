@@ -1,7 +1,9 @@
 """`gpuledger sql --file` and `gpuledger views` (one script for a plain DuckDB session), on a simulated lake."""
 
+import datetime as dt
 import resource
 import signal
+import time
 from pathlib import Path
 
 import duckdb
@@ -68,27 +70,51 @@ def test_views_script_loads_every_view_in_a_plain_duckdb_session(small_lake, tmp
     assert con.execute("SELECT count(*) FROM admission_decisions").fetchone()[0] == 0
 
 
-def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_lake, tmp_path):
+@pytest.fixture
+def los_angeles(monkeypatch):
+    """The host's local time zone is Los Angeles (UTC-7, then -8 from Nov 1), so a new DuckDB session starts in
+    it, as on a laptop there. Without it a UTC host passes a zone test whatever the code does (issue 14, item 6)."""
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    assert duckdb.connect().execute("SELECT current_setting('TimeZone')").fetchone() == ("America/Los_Angeles",)
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_lake, tmp_path, los_angeles):
     script = tmp_path / "gpuledger.sql"
     assert cli("views", "--lake", analysed_lake, "--out", script).exit_code == 0
     queries = [
-        "SELECT tenant, month, total_usd FROM chargeback_monthly ORDER BY ALL",
-        "SELECT tenant, day, gpu_model, gpu_hours FROM tenant_daily ORDER BY ALL",
+        "SELECT DISTINCT month FROM chargeback_monthly ORDER BY 1",
+        "SELECT DISTINCT day FROM tenant_daily ORDER BY 1",
         "SELECT DISTINCT BillingPeriodStart, BillingPeriodEnd FROM focus_cost ORDER BY 1",
+        "SELECT DISTINCT CAST(day_start AS DATE) FROM cost_daily ORDER BY 1",  # the user's own cast: session's zone
     ]
-    con = duckdb.connect()
+    oct_1, nov_1, dec_1 = (dt.datetime(2026, m, 1, tzinfo=dt.timezone.utc) for m in (10, 11, 12))
+    # The analysed lake is Nov 1 (UTC), with jobs that began on Oct 31. Los Angeles is behind UTC: a UTC midnight
+    # there is the evening before, so a day or month taken in its zone would move back a day (Oct 30 and 31), and
+    # Nov 1 back a month.
+    days = [(dt.date(2026, 10, 31),), (dt.date(2026, 11, 1),)]
+    utc = [[(oct_1.date(),), (nov_1.date(),)], days, [(oct_1, nov_1), (nov_1, dec_1)]]
+    con = duckdb.connect()  # in the host's zone, Los Angeles
     con.execute(script.read_text())
-    utc = [con.execute(q).fetchall() for q in queries]
-    # Los Angeles is behind UTC: a UTC midnight there is the evening before, so a date or month taken in the
-    # session's zone would move back a day (and 2026-11-01 back a month); the views take them in UTC.
-    con.execute("SET TimeZone = 'America/Los_Angeles'")
-    assert [con.execute(q).fetchall() for q in queries] == utc
-    assert all(utc)
+    assert con.execute("SELECT current_setting('TimeZone')").fetchone() == ("UTC",)  # the script set it
+    assert [con.execute(q).fetchall() for q in queries] == utc + [days]
+    # The views take UTC days and months whatever zone the session is later set to, behind or ahead of UTC.
+    for zone in ("America/Los_Angeles", "Asia/Kolkata"):
+        con.execute(f"SET TimeZone = '{zone}'")
+        assert [con.execute(q).fetchall() for q in queries[:3]] == utc, zone
+
+
+def test_the_query_helper_answers_in_utc_on_a_host_in_another_zone(analysed_lake, los_angeles):
+    sql = "SELECT min(day_start) AS t, CAST(min(day_start) AS DATE) AS day FROM cost_daily"
+    r = cli("sql", "--lake", analysed_lake, "--format", "csv", sql)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == ["t,day", "2026-10-31T00:00:00.000000+0000,2026-10-31"]  # the first UTC day
 
 
 def test_chargeback_keeps_unclaimed_jobs_and_leaves_out_unshared_idle(tmp_path):
-    import datetime as dt
-
     import polars as pl
 
     from gpuledger.lake import LakeWriter
@@ -150,7 +176,7 @@ def test_a_lake_that_is_not_there_is_named_not_read_as_empty(tmp_path, monkeypat
     assert r.exit_code == 0 and r.output.splitlines() == ["n", "0"], r.output
 
 
-def test_a_parameter_can_say_its_type(small_lake):
+def test_a_parameter_can_say_its_type(small_lake, los_angeles):
     query = "SELECT $v AS v, typeof($v) AS t"
     cases = [
         ("v=0123", "123,INTEGER"),  # without a type, a number is a number (the guess)
