@@ -88,8 +88,9 @@ def check(
         except ReviewError as e:  # pragma: no cover - the review is built here; parse() only re-checks it
             raise UsageError(f"{kind} {ns}/{meta.get('name')}: {e}") from None
         where = f"{kind} {ns}/{review.name or '(generated name)'}"
-        validate = decide(review, table, settings, Recent(settings.burst_window_s), now, False, labelled)
-        mutate = decide(review, table, settings, Recent(settings.burst_window_s), now, True, labelled)
+        none = Recent(settings.enforcer.burst_window_s)  # nothing admitted yet: decide only reads it
+        validate = decide(review, table, settings, none, now, False, labelled)
+        mutate = decide(review, table, settings, none, now, True, labelled)
         out.append(Checked(where, validate, mutate))
     return out
 

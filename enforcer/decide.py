@@ -1,5 +1,7 @@
 """One admission decision: the review, the decision table and the recent admissions in; the response and its audit
-row out. Pure (the clock and the table are arguments), so every policy x mode is tested without a server.
+row out. Pure: the clock, the table and the recent admissions are arguments and nothing is changed; an admission
+that counts against quotas comes back in the Outcome (`counted`) for the caller to record (`Recent.record`, as the
+server does under its lock). So every policy x mode is tested without a server.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuledger.config import Config, EnforcerConfig
 from gpuledger.enforcer import policies
 from gpuledger.enforcer.review import Review, allow, deny
 from gpuledger.enforcer.workload import AskError, ask, controller_kind
@@ -18,20 +21,32 @@ from gpuledger.enforcer.workload import AskError, ask, controller_kind
 
 @dataclass(frozen=True)
 class Settings:
-    """The enforcer's policy settings (validated once, from the config's [enforcer] table)."""
+    """The enforcer's settings: the config's [enforcer] table as declared and validated in gpuledger/config.py (its
+    defaults are there, not here), the namespace -> tenant map of its [[tenants]], and the priority classes fair
+    share sets."""
 
     tenant_of_namespace: dict[str, str]
-    modes: dict[str, str] = field(
-        default_factory=lambda: {"quota": "enforce", "budget": "warn", "idle-hog": "warn", "fair-share": "enforce"}
-    )
-    budget_warn_pct: float = 80.0
-    idle_max_gpus: float = 4.0
-    idle_min_s: float = 7200.0
+    enforcer: EnforcerConfig = EnforcerConfig()
     priority_classes: tuple[tuple[float, str], ...] = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
-    max_table_age_s: float = 900.0
-    failure_mode: str = "allow"  # what a stale or missing table does: allow (with a warning) or deny
-    burst_window_s: float = 30.0
-    policy_version: str = "v1"
+
+    @classmethod
+    def of(cls, cfg: Config) -> Settings:
+        return cls(cfg.tenant_of_namespace(), cfg.enforcer)
+
+    @property
+    def modes(self) -> dict[str, str]:
+        """Each policy's mode, by the name the audit gives the policy."""
+        e = self.enforcer
+        return {
+            "quota": e.quota_mode,
+            "budget": e.budget_mode,
+            "idle-hog": e.idle_hog_mode,
+            "fair-share": e.fair_share_mode,
+        }
+
+    @property
+    def idle_min_s(self) -> float:
+        return self.enforcer.idle_min_h * 3600
 
 
 @dataclass
@@ -70,7 +85,9 @@ class Recent:
     """GPUs this replica admitted in the last seconds, per (tenant, model): not in the decision table yet.
 
     Running sums per key, updated as events arrive and expire: at 500 admissions/s a 30 s window holds 15,000
-    events, and summing them on every request made the webhook's latency grow with its own load.
+    events, and summing them on every request made the webhook's latency grow with its own load. `record` (the
+    caller's, after each decision) drops what expired; `gpus` (decide's) only reads, taking off the few events
+    that expired since the last record.
     """
 
     def __init__(self, window_s: float):
@@ -78,19 +95,33 @@ class Recent:
         self._events: deque[tuple[float, str, str | None, float]] = deque()
         self._sums: dict[tuple[str, str | None], float] = {}
 
+    def record(self, now_s: float, o: Outcome) -> None:
+        """After a decision: drop what expired, and count its GPUs if it was an admission that counts."""
+        while self._events and self._events[0][0] < now_s - self.window_s:
+            _, t, m, g = self._events.popleft()
+            self._sums[(t, m)] -= g
+        if o.counted:
+            self.add(now_s, o.tenant, o.gpu_model, o.gpus)
+
     def add(self, now_s: float, tenant: str, model: str | None, gpus: float) -> None:
         model = model_key(model)  # one count per model however the pods spell it
         self._events.append((now_s, tenant, model, gpus))
         self._sums[(tenant, model)] = self._sums.get((tenant, model), 0) + gpus
 
     def gpus(self, now_s: float, tenant: str, model: str | None) -> float:
+        """GPUs admitted within the window before `now_s` (changes nothing)."""
         model = model_key(model)
-        while self._events and self._events[0][0] < now_s - self.window_s:
-            _, t, m, g = self._events.popleft()
-            self._sums[(t, m)] -= g
+        sums = self._sums
+        cutoff = now_s - self.window_s
+        if self._events and self._events[0][0] < cutoff:  # expired since the last record: take them off a copy
+            sums = dict(sums)
+            for ts, t, m, g in self._events:
+                if ts >= cutoff:
+                    break
+                sums[(t, m)] -= g
         if model is not None:
-            return self._sums.get((tenant, model), 0)
-        return sum(n for (t, _), n in self._sums.items() if t == tenant)
+            return sums.get((tenant, model), 0)
+        return sum(n for (t, _), n in sums.items() if t == tenant)
 
 
 @dataclass(frozen=True)
@@ -103,6 +134,7 @@ class Outcome:
     tenant: str | None
     gpu_model: str | None
     gpus: float
+    counted: bool = False  # an admission by /validate (not a dry run): the caller records it in Recent
 
 
 # An object whose controller is one of these was decided when its controller was: a Job's pods, a JobSet's Jobs,
@@ -120,9 +152,9 @@ def decide(
     mutate: bool = False,
     labelled: Mapping[str, str] | None = None,
 ):
-    """One admission decision. /validate (mutate False) runs quota, budget and idle-hog and counts what it admits;
-    /mutate runs fair share only, never denies on a policy and counts nothing: the API server calls both for the
-    same object, the mutating webhook first.
+    """One admission decision. /validate (mutate False) runs quota, budget and idle-hog and marks what it admits as
+    `counted`; /mutate runs fair share only, never denies on a policy and counts nothing: the API server calls both
+    for the same object, the mutating webhook first. Changes nothing: `recent` is only read.
 
     `labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
     uid = review.uid
@@ -157,16 +189,17 @@ def decide(
             f"namespace {review.namespace} belongs to no tenant: not checked" if unmapped else "", a.model, asked
         )
     what = review.kind
-    state, age = table_state(table, now, s.max_table_age_s)
+    en = s.enforcer
+    state, age = table_state(table, now, en.max_table_age_s)
     if state != "fresh":
         if mutate:  # the validating call says so (and denies, with failure mode deny)
             return plain(model=a.model, gpus=asked)
         why = (
             "gpuledger has no decision table yet"
             if age is None
-            else f"gpuledger's decision table is {age / 60:.0f} min old (limit {s.max_table_age_s / 60:.0f} min)"
+            else f"gpuledger's decision table is {age / 60:.0f} min old (limit {en.max_table_age_s / 60:.0f} min)"
         )
-        if s.failure_mode == "deny":
+        if en.failure_mode == "deny":
             msg = f"{why}; GPU workloads are refused until it is fresh (failure mode deny)"
             return Outcome(
                 deny(uid, msg, reason="ServiceUnavailable", code=503),
@@ -189,7 +222,7 @@ def decide(
         held_recent = recent.gpus(now_s, tenant, model)
         verdicts.append(policies.quota(row, asked, held_recent, what, s.modes["quota"]))
         if model is None:
-            verdicts.append(policies.budget(row, asked, what, s.modes["budget"], s.budget_warn_pct))
+            verdicts.append(policies.budget(row, asked, what, s.modes["budget"], en.budget_warn_pct))
             verdicts.append(
                 policies.idle_hog(
                     tenant,
@@ -198,7 +231,7 @@ def decide(
                     asked,
                     what,
                     s.modes["idle-hog"],
-                    s.idle_max_gpus,
+                    en.idle_max_gpus,
                     s.idle_min_s,
                 )
             )
@@ -219,8 +252,6 @@ def decide(
             a.model,
             asked,
         )
-    if not review.dry_run:
-        recent.add(now_s, tenant, a.model, asked)
     # The audit's policy and mode are the first noted; its reason joins them all.
     noted = warned + dry
     return Outcome(
@@ -232,6 +263,7 @@ def decide(
         tenant,
         a.model,
         asked,
+        counted=not review.dry_run,
     )
 
 

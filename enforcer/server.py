@@ -46,7 +46,7 @@ class Webhook:
     ):
         self.settings, self.table, self.audit, self.cluster, self.clock = settings, table, audit, cluster, clock
         self.namespaces = namespaces  # tenants from namespace labels, kept by a watch (None: the config's map only)
-        self.recent = Recent(settings.burst_window_s)
+        self.recent = Recent(settings.enforcer.burst_window_s)
         self._state: str | None = None  # missing, stale or fresh: the log says when it changes
         self._lock = threading.Lock()  # decisions of concurrent requests see each other's admissions
         r = self.registry = CollectorRegistry()
@@ -83,7 +83,7 @@ class Webhook:
         self.set_table(table)
 
     def _state_now(self) -> tuple[str, float | None]:
-        return table_state(self.table, self.clock(), self.settings.max_table_age_s)
+        return table_state(self.table, self.clock(), self.settings.enforcer.max_table_age_s)
 
     def _age(self) -> float:
         age = self._state_now()[1]
@@ -96,11 +96,12 @@ class Webhook:
         state, age = self._state_now()
         if state != "fresh" and state != self._state:
             what = "no decision table" if age is None else f"the decision table is {age / 60:.0f} min old"
+            en = self.settings.enforcer
             log.warning(
                 "enforcer: %s (limit %.0f min): GPU workloads are %s until the analytics write a fresh one",
                 what,
-                self.settings.max_table_age_s / 60,
-                "refused (failure_mode deny)" if self.settings.failure_mode == "deny" else "admitted unchecked",
+                en.max_table_age_s / 60,
+                "refused (failure_mode deny)" if en.failure_mode == "deny" else "admitted unchecked",
             )
         elif state == "fresh" and self._state in ("missing", "stale"):
             log.warning("enforcer: the decision table is fresh again (%.0f s old): policies apply", age)
@@ -118,8 +119,10 @@ class Webhook:
             self.bad_requests.labels(str(e.status)).inc()
             return JSONResponse({"error": str(e)}, e.status)
         try:
-            with self._lock:
-                o = decide(r, self.table, self.settings, self.recent, self.clock(), mutate, self.namespaces)
+            with self._lock:  # decide only reads the recent admissions; what it admits is recorded before the next
+                now = self.clock()
+                o = decide(r, self.table, self.settings, self.recent, now, mutate, self.namespaces)
+                self.recent.record(now.timestamp(), o)
         except Exception:  # a bug must not block the API server: admit, say so, count it, log it, audit it
             log.exception("enforcer: could not decide on %s %s/%s (uid %s)", r.kind, r.namespace, r.name, r.uid)
             self.bad_requests.labels("internal").inc()
@@ -156,7 +159,7 @@ class Webhook:
                     "policy": o.policy,
                     "mode": o.mode,
                     "reason": o.reason or None,
-                    "policy_version": self.settings.policy_version,
+                    "policy_version": self.settings.enforcer.policy_version,
                     "dry_run": r.dry_run,
                     "latency_s": latency,
                 }
@@ -204,7 +207,7 @@ def create_app(hook: Webhook, on_stop: Callable[[], None] | None = None) -> Star
     async def readyz(_: Request) -> Response:
         # With failure mode deny, a replica without a table must still be reachable: it is the one that refuses.
         # Otherwise the API server finds no endpoint, and failurePolicy Ignore admits everything unchecked.
-        if hook.table is None and hook.settings.failure_mode != "deny":
+        if hook.table is None and hook.settings.enforcer.failure_mode != "deny":
             return PlainTextResponse("no decision table loaded yet", 503)
         if hook.namespaces is not None and hook.namespaces.watcher.stats.lists == 0:
             return PlainTextResponse("namespace labels not listed yet", 503)

@@ -630,28 +630,6 @@ def enforcer() -> None:
     """The admission webhook: quota, budget, idle-hog and fair-share decisions from the analytics."""
 
 
-def _enforcer_settings(cfg):
-    from gpuledger.enforcer.decide import Settings
-
-    en = cfg.enforcer
-    return Settings(
-        cfg.tenant_of_namespace(),
-        modes={
-            "quota": en.quota_mode,
-            "budget": en.budget_mode,
-            "idle-hog": en.idle_hog_mode,
-            "fair-share": en.fair_share_mode,
-        },
-        budget_warn_pct=en.budget_warn_pct,
-        idle_max_gpus=en.idle_max_gpus,
-        idle_min_s=en.idle_min_h * 3600,
-        max_table_age_s=en.max_table_age_s,
-        failure_mode=en.failure_mode,
-        burst_window_s=en.burst_window_s,
-        policy_version=en.policy_version,
-    )
-
-
 @enforcer.command(name="serve")
 @click.option("--cert", required=True, type=click.Path(exists=True, dir_okay=False), help="Serving certificate (PEM).")
 @click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
@@ -669,6 +647,7 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
 
     from gpuledger.analytics.decisions import checked_models
     from gpuledger.enforcer.connections import server_config
+    from gpuledger.enforcer.decide import Settings
     from gpuledger.enforcer.server import Webhook, create_app
     from gpuledger.enforcer.store import AuditWriter, load_table
 
@@ -700,9 +679,7 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
                 f"enforcer: namespace labels are not watched ({why}); tenants come from the config only", err=True
             )
     audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
-    hook = Webhook(
-        _enforcer_settings(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster, namespaces=namespaces
-    )
+    hook = Webhook(Settings.of(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster, namespaces=namespaces)
     sched = BackgroundScheduler(timezone="UTC")
     sched.add_job(
         lambda: hook.set_table(load_table(ctx.lake)),
@@ -742,12 +719,13 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     any is denied. Nothing is counted or audited."""
     from gpuledger.analytics.decisions import checked_models
     from gpuledger.enforcer.check import check, objects, render
+    from gpuledger.enforcer.decide import Settings
     from gpuledger.enforcer.store import load_table
 
     checked_models(ctx.lake, ctx.cfg)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
-    results = check(objects(file.read(), file.name), load_table(ctx.lake), _enforcer_settings(ctx.cfg), now, namespace)
+    results = check(objects(file.read(), file.name), load_table(ctx.lake), Settings.of(ctx.cfg), now, namespace)
     for r in results:
         click.echo("\n".join(render(r)))
     if any(not r.validate.response["response"]["allowed"] for r in results):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from gpuledger.config import EnforcerConfig
 from gpuledger.enforcer.decide import Recent, Settings, Table, decide
 from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.enforcer.review import parse
@@ -53,12 +54,36 @@ def table(idle=(), **kw):
 
 
 def settings(**modes):
+    """Every policy enforced but those named (by the audit's policy name: quota, budget, idle-hog, fair-share)."""
     m = {"quota": "enforce", "budget": "enforce", "idle-hog": "enforce", "fair-share": "enforce"} | modes
-    return Settings({"vision-train": "vision"}, modes=m, idle_max_gpus=2, idle_min_s=2 * 3600)
+    en = EnforcerConfig(**{f"{p.replace('-', '_')}_mode": v for p, v in m.items()}, idle_max_gpus=2, idle_min_h=2)
+    return Settings({"vision-train": "vision"}, en)
 
 
 def run(r, t=None, s=None, recent=None, mutate=False, now=NOW):
-    return decide(r, t or table(), s or settings(), recent or Recent(30), now, mutate)
+    """decide, then record what it admitted, as the server does."""
+    recent = Recent(30) if recent is None else recent
+    o = decide(r, t or table(), s or settings(), recent, now, mutate)
+    recent.record(now.timestamp(), o)
+    return o
+
+
+def test_decide_changes_nothing_and_returns_what_to_record():
+    recent = Recent(30)
+    recent.add(NOW.timestamp() - 40, "vision", H100, 1)  # out of the 30 s window at NOW
+    recent.add(NOW.timestamp() - 10, "vision", H100, 1)
+    r = review("1")
+    first = decide(r, table(), settings(), recent, NOW)
+    # 14 held + 1 admitted 10 s ago + 1 asked = 16 of 16: admitted, the one 40 s ago not counted. Asked again,
+    # the same answer: decide counted nothing itself.
+    assert first.decision == "allow" and decide(r, table(), settings(), recent, NOW) == first
+    assert recent.gpus(NOW.timestamp(), "vision", H100) == 1
+    assert first.counted and (first.tenant, first.gpu_model, first.gpus) == ("vision", H100, 1)
+    recent.record(NOW.timestamp(), first)  # what the server does with it
+    assert recent.gpus(NOW.timestamp(), "vision", H100) == 2
+    assert decide(r, table(), settings(), recent, NOW).decision == "deny"  # 14 + 2 + 1 > 16
+    assert not decide(review("1", dry_run=True), table(), settings(), Recent(30), NOW).counted
+    assert not decide(r, table(), settings(), Recent(30), NOW, mutate=True).counted
 
 
 def test_within_every_policy_is_allowed_plainly():
@@ -159,7 +184,7 @@ def test_a_stale_table_falls_back_to_the_failure_mode():
     assert o.response["response"]["warnings"] == [
         "gpuledger's decision table is 60 min old (limit 15 min): admitted unchecked"
     ]
-    s = Settings({"vision-train": "vision"}, failure_mode="deny")
+    s = Settings({"vision-train": "vision"}, EnforcerConfig(failure_mode="deny"))
     o = run(review("8"), s=s, now=NOW + dt.timedelta(hours=1))
     assert o.response["response"]["status"]["code"] == 503
     assert run(review("8"), t=Table({}, None)).policy == "stale-table"

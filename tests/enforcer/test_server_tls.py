@@ -16,6 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
+from gpuledger.config import EnforcerConfig
 from gpuledger.enforcer import certs
 from gpuledger.enforcer.connections import server_config
 from gpuledger.enforcer.decide import Settings, Table
@@ -283,8 +284,8 @@ NOW_TABLE = {  # per policy: a decision table that the request below breaches, a
 @pytest.mark.parametrize("policy", list(NOW_TABLE))
 def test_every_policy_in_every_mode_through_the_served_endpoint(served, policy, mode):
     hook, client, lake, _ = served
-    modes = {p: "dry-run" for p in NOW_TABLE} | {policy: mode}
-    hook.settings = Settings({"vision-train": "vision"}, modes=modes, idle_max_gpus=2, idle_min_s=2 * 3600)
+    modes = {f"{p.replace('-', '_')}_mode": "dry-run" for p in NOW_TABLE} | {f"{policy.replace('-', '_')}_mode": mode}
+    hook.settings = Settings({"vision-train": "vision"}, EnforcerConfig(**modes, idle_max_gpus=2, idle_min_h=2))
     make_table, make_review = NOW_TABLE[policy]
     hook.set_table(make_table())
     body = make_review()
@@ -382,7 +383,7 @@ def test_a_stale_table_is_the_failure_mode_and_said_in_metrics_and_logs(served, 
         age = float(next(x for x in m.splitlines() if x.startswith("gpuledger_decision_table_age_seconds ")).split()[1])
         assert 1199 < age < 1260
         hook.set_table(old)  # the same stale table reloaded: said once, not at every reload
-        hook.settings = Settings({"vision-train": "vision"}, failure_mode="deny")
+        hook.settings = Settings({"vision-train": "vision"}, EnforcerConfig(failure_mode="deny"))
         r = client.post("/validate", json=gpu_review("8", uid="u-stale2")).json()["response"]
         assert r["allowed"] is False and r["status"]["code"] == 503
         hook.set_table(table())  # fresh again
@@ -441,7 +442,7 @@ def test_mutate_then_validate_is_one_audited_decision(served):
 def test_readiness_with_failure_mode_deny_and_before_the_namespaces_are_listed(served):
     hook, client, _, _ = served
     assert client.get("/readyz").status_code == 503  # no table, failure mode allow: not an endpoint yet
-    hook.settings = Settings({"vision-train": "vision"}, failure_mode="deny")
+    hook.settings = Settings({"vision-train": "vision"}, EnforcerConfig(failure_mode="deny"))
     assert client.get("/readyz").status_code == 200  # it must be reachable to refuse
     r = client.post("/validate", json=gpu_review("1", uid="u-d")).json()["response"]
     assert r["allowed"] is False and r["status"]["code"] == 503
