@@ -21,8 +21,7 @@ from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import Spool, read_segment
 
-sys.path.insert(0, str(Path(__file__).parent))
-import full_disk  # noqa: E402
+from core import full_disk  # the scenarios: a helper module (also run as a script), not a test module
 
 SCRAPE_TS = [int((full_disk.T + 10 * (i + 1)) * 1e6) for i in range(full_disk.SCRAPES)]
 UIDS = [f"u-{i:02d}" for i in range(20)]
