@@ -5,6 +5,7 @@ import re
 import pytest
 
 from gpuledger import config
+from gpuledger.config_keys import sections
 from gpuledger.errors import ConfigError
 
 from conftest import REPO
@@ -42,6 +43,21 @@ def test_readme_example_config_is_valid():
 
     cfg = config.parse(tomllib.loads(block), "README.md")
     assert cfg.tenants and cfg.rates
+
+
+def test_readme_example_names_only_declared_keys_commented_ones_too():
+    """The example's commented-out keys (`# spool_dir = ...`) are not parsed above: each must still be declared."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    classes = {name: cls for name, cls, _ in sections(config.Config)} | {"tenants": config.Tenant, "rates": config.Rate}
+    table, seen = "", 0
+    for line in block.splitlines():
+        if m := re.match(r"\[\[?([\w.]+)\]?\]", line):
+            table = m[1]
+        elif (m := re.match(r"#? ?(\w+) = ", line)) and "." not in table:  # [tenants.quota] keys are GPU models
+            assert m[1] in config.allowed(classes[table] if table else config.Config), f"[{table}] {m[1]}"
+            seen += 1
+    assert seen > 30
 
 
 # (file, fragments every one of which must appear in the message)
@@ -185,7 +201,7 @@ def test_match_model_is_the_rule_for_rates_and_quotas(model, keys, want):
 
 def test_every_field_of_a_config_table_is_a_declared_key():
     """A field without `key(...)` would be neither read from the file nor documented: each one is declared."""
-    from gpuledger.config_keys import declared, sections
+    from gpuledger.config_keys import declared
 
     classes = [cls for _, cls, _ in sections(config.Config)] + [config.Tenant, config.Rate]
     for cls in classes:
