@@ -414,14 +414,13 @@ def _tenants(c: Walker, raw: Any) -> tuple[Tenant, ...]:
         t = c.table(doc, f"tenants[{i}]", allowed(Tenant))
         name = c.values(t, f"tenants[{i}]", Tenant, only=("name",)).get("name")
         where = f"tenants[{i}] ({name})" if name else f"tenants[{i}]"  # its keys' paths name it
-        n = len(c.problems)
         values = c.values(t, where, Tenant, only=[f.name for f in dataclasses.fields(Tenant) if f.name != "name"])
         for j, ns in enumerate(values.get("namespaces", ())):
             if ns in owner:
                 c.bad(f"{where}.namespaces[{j}]", f"namespace {ns!r} already belongs to tenant {owner[ns]!r}")
             else:
                 owner[ns] = name or "?"
-        if name and len(c.problems) == n:
+        if name:  # kept with its bad values at their defaults, so the duplicate and platform_tenant checks see it
             out.append(Tenant(name, **values))
     names = [t.name for t in out]
     dup = sorted({n for n in names if names.count(n) > 1})
