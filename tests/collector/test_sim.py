@@ -160,7 +160,7 @@ def test_health_event_rates_match_their_probabilities():
 
 
 def test_window_keeps_jobs_running_at_its_start_and_drops_finished_ones():
-    from gpuledger.collector.sim.backfill import job_rows_in_window
+    from gpuledger.collector.sim.backfill import JobRows
 
     def row(job, t, status):
         return {
@@ -179,10 +179,13 @@ def test_window_keeps_jobs_running_at_its_start_and_drops_finished_ones():
         row("new", 150, "running"),
     ]
     rows.sort(key=lambda r: r["updated_at"])  # the fleet emits rows in time order
-    kept = job_rows_in_window(rows, 100)
+    window = JobRows(100, 200, history=True)
+    # Fed in two windows, as the streamed schedule does: rows before the start are held until the first after it.
+    kept = window.take(rows[:3]) + window.take(rows[3:]) + window.flush()
     assert [(r["job_id"], r["status"]) for r in kept] == [
         ("spans", "running"),
         ("still", "pending"),
         ("spans", "failed"),
         ("new", "running"),
     ]
+    assert window.jobs == 3

@@ -26,7 +26,7 @@ from gpuledger.lake import table_files
 
 EXPECTED = Path(__file__).parent / "data" / "sim_stream"
 TABLES = ("gpu_samples", "gpu_processes", "jobs", "nodes", "health_events")
-END = 1795998600  # 2026-11-29 06:30 UTC: the first and the last window are parts of a day
+END = 1795998600  # 2026-11-30 00:30 UTC: the first and the last window are parts of a day
 DAY = 86400
 
 
@@ -115,6 +115,37 @@ def test_the_expected_lakes_hold_what_the_cases_need():
     before_start = con.execute(f"SELECT count(*) FROM {jobs} WHERE epoch(updated_at) < {END - 2.6 * DAY}").fetchone()[0]
     pending = con.execute(f"SELECT count(*) FROM {jobs} WHERE status = 'pending'").fetchone()[0]
     assert spanning > 5 and before_start > 5 and pending > 5
+
+
+def test_the_schedule_advances_a_window_at_a_time_and_a_closed_day_is_one_file(tmp_path, monkeypatch):
+    """The bound on memory: the fleet is advanced a day at a time and forgets what ended, so what it holds at any
+    moment is a day or so of allocations, not the run's. At 3600 s a day of the fleet is one batch: one file per
+    table and day, written directly (no merge afterwards)."""
+    from gpuledger.collector.sim.fleet import Fleet
+
+    seen: list[tuple[float, int]] = []  # (until, allocations held when asked to advance there)
+    advance = Fleet.advance
+
+    def spy(self, until_s):
+        seen.append((until_s, sum(map(len, self.allocations))))
+        return advance(self, until_s)
+
+    monkeypatch.setattr(Fleet, "advance", spy)
+    lake = tmp_path / "lake"
+    days, end = 6, END + 1800  # 01:00, on the step grid
+    r = backfill(defaults(), lake, end - days * DAY, end, 3600, nodes=2, gpus_per_node=4, models=("L4",), seed=5)
+    untils = [u for u, _ in seen]
+    assert len(untils) > days  # not the whole run in one call
+    assert untils == sorted(untils) and untils[-1] == end
+    assert max(b - a for a, b in zip(untils, untils[1:], strict=False)) <= DAY
+    # The fleet held at most a few days' allocations at once, against the r.jobs it ran.
+    assert max(n for _, n in seen) < r.jobs / 2
+    for table in ("gpu_samples", "gpu_processes", "nodes", "jobs"):
+        per_day = {f.parent.name: 0 for f in table_files(lake, table)}
+        for f in table_files(lake, table):
+            per_day[f.parent.name] += 1
+        assert set(per_day.values()) == {1}, (table, per_day)
+    assert len(table_files(lake, "gpu_samples")) == days + 1  # 01:00 to 01:00: 7 UTC dates
 
 
 if __name__ == "__main__":  # rewrite the expected lakes: only at a commit whose rows are known right (see above)
