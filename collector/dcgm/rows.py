@@ -152,6 +152,11 @@ class RowBuilder:
                 self._xid_count(out, k, ts_us, v, labels)
             else:
                 out.fields.append(self._field(k, ts_us, name, v))
+        out.samples += self.finish(by_gpu)
+        return out
+
+    def finish(self, by_gpu: dict[str, dict]) -> list[dict]:
+        """The page's gpu_samples rows, one per GPU uuid in `by_gpu`, with the derived columns filled in."""
         for row in by_gpu.values():
             gr = row.pop("_gr_active", None)
             if row["parent_gpu_uuid"] is not None and row.get("util_gpu_pct") is None and gr is not None:
@@ -163,8 +168,7 @@ class RowBuilder:
                 row["mem_total_bytes"] = (
                     int(round(free * MIB)) + row["mem_used_bytes"] + (row.get("mem_reserved_bytes") or 0)
                 )
-            out.samples.append(row)
-        return out
+        return list(by_gpu.values())
 
     def _new_row(self, k: GpuKey, ts_us: int) -> dict:
         return {
