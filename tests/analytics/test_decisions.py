@@ -8,8 +8,9 @@ import pytest
 from gpuledger.analytics.decisions import decayed_usage, decisions, fairshare
 from gpuledger.config import Tenant
 
-UTC = dt.timezone.utc
-NOW = dt.datetime(2026, 11, 20, 12, tzinfo=UTC)
+from builders import at
+
+NOW = at(20, 12)
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
 A100_40, L40S = "NVIDIA A100-SXM4-40GB", "NVIDIA L40S"
 TENANTS = (

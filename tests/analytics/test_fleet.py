@@ -7,8 +7,9 @@ import pytest
 
 from gpuledger.analytics.fleet import fleet_hourly
 
-UTC = dt.timezone.utc
-H = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)
+from builders import at
+
+H = at(2, 10)
 
 
 def test_supply_allocation_and_waiting_demand_per_model_and_hour():

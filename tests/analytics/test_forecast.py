@@ -8,8 +8,9 @@ import pytest
 
 from gpuledger.analytics.forecast import BACKTEST_DAYS, HORIZON_DAYS, MIN_DAYS, demand_forecast
 
-UTC = dt.timezone.utc
-D0 = dt.datetime(2026, 9, 1, tzinfo=UTC)
+from builders import at
+
+D0 = at(1, month=9)
 WEEK = [10.0, 12.0, 14.0, 16.0, 14.0, 6.0, 4.0]  # a weekly cycle: busy weekdays, quiet weekend
 
 

@@ -7,8 +7,9 @@ import pytest
 
 from gpuledger.analytics.frag_series import fragmentation_series
 
-UTC = dt.timezone.utc
-H10 = dt.datetime(2026, 11, 2, 10, tzinfo=UTC)
+from builders import at
+
+H10 = at(2, 10)
 
 # n1 has four H100s; at 10:00 G1 is held whole and G2 half (by a MIG-less fractional job). A MIG slice on G4
 # would count on G4, but none is open at 10:00.

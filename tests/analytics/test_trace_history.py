@@ -14,11 +14,13 @@ from gpuledger.analytics.runner import run
 from gpuledger.config import defaults
 from gpuledger.lake import scan
 
+from builders import at
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "imports" / "openb_tiny"
 OPENB = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023"
 # Analysed years after the trace: a pod left open would run to here.
-LATER = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+LATER = at(1, month=12)
 
 
 def s(seconds: float) -> dt.datetime:

@@ -7,8 +7,9 @@ import pytest
 
 from gpuledger.analytics.whatif import Scenario, demand, fleet_nodes, replay, whatif
 
-UTC = dt.timezone.utc
-T0 = dt.datetime(2026, 11, 2, tzinfo=UTC)
+from builders import at
+
+T0 = at(2)
 T1 = T0 + dt.timedelta(hours=2)
 NODES = pl.DataFrame({"gpu_model": ["A"], "gpu_count": [2]})
 

@@ -7,7 +7,9 @@ import pytest
 
 from gpuledger.analytics.whatif import Scenario, ScenarioError, check
 
-T0 = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+from builders import at
+
+T0 = at(2)
 WEEK = T0 + dt.timedelta(days=7)
 # 20 GPUs: model A has 8 (two nodes of 4), model B 12.
 NODES = pl.DataFrame({"gpu_model": ["A", "A", "B"], "gpu_count": [4, 4, 12]})

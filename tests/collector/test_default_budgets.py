@@ -8,7 +8,7 @@ from collections import defaultdict
 from gpuledger.collector.sim.fleet import Fleet
 from gpuledger.config import DEFAULT_RATES, defaults
 
-UTC = dt.timezone.utc
+from builders import at
 
 
 def month_charges_usd(start: dt.datetime, end: dt.datetime) -> dict[str, float]:
@@ -38,7 +38,7 @@ def month_charges_usd(start: dt.datetime, end: dt.datetime) -> dict[str, float]:
 
 
 def test_one_tenant_overruns_its_budget_and_the_others_use_30_to_90_percent():
-    charged = month_charges_usd(dt.datetime(2026, 11, 1, tzinfo=UTC), dt.datetime(2026, 12, 1, tzinfo=UTC))
+    charged = month_charges_usd(at(1), at(1, month=12))
     used_pct = {
         t.name: 100 * charged.get(t.name, 0.0) / t.budget_usd_per_month
         for t in defaults().tenants

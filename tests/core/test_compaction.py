@@ -6,11 +6,11 @@ import polars as pl
 from gpuledger.compaction import JOURNAL, compact
 from gpuledger.lake import LakeWriter, scan, table_files
 
-UTC = dt.timezone.utc
+from builders import at
 
 
 def _rows(day, n, offset=0):
-    t = dt.datetime(2026, 11, day, 1, tzinfo=UTC)
+    t = at(day, 1)
     return pl.DataFrame(
         {
             "ts": [t + dt.timedelta(seconds=offset + i) for i in range(n)],

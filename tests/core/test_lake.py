@@ -8,6 +8,8 @@ from gpuledger import schema
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, conform, scan, table_files
 
+from builders import at
+
 UTC = dt.timezone.utc
 
 
@@ -25,7 +27,7 @@ def _samples(ts_list, node="n1"):
 
 
 def test_write_partitions_by_utc_date(tmp_path):
-    midnight = dt.datetime(2026, 11, 2, tzinfo=UTC).timestamp()
+    midnight = at(2).timestamp()
     df = pl.concat([_samples([midnight - 10, midnight + 10], "n1"), _samples([midnight + 20], "n2")])
     w = LakeWriter(tmp_path)
     files = w.write("gpu_samples", df, "w1-1")
@@ -57,7 +59,7 @@ def test_rewriting_the_same_name_is_idempotent(tmp_path):
 def test_null_node_reads_back_null(tmp_path):
     jobs = pl.DataFrame(
         {
-            "updated_at": [dt.datetime(2026, 11, 2, 5, tzinfo=UTC)],
+            "updated_at": [at(2, 5)],
             "cluster": ["c"],
             "job_id": ["j"],
             "status": ["pending"],
@@ -115,7 +117,7 @@ def tiny_fs(tmp_path):
 def test_full_disk_is_a_clear_error_and_leaves_no_partial_file(tiny_fs):
     big = pl.DataFrame(
         {
-            "ts": [dt.datetime(2026, 11, 2, tzinfo=UTC)] * 200_000,
+            "ts": [at(2)] * 200_000,
             "cluster": ["c"] * 200_000,
             "node": ["n1"] * 200_000,
             "gpu_uuid": [f"GPU-{i:08x}-{i * 7919:012x}" for i in range(200_000)],
@@ -146,7 +148,7 @@ def test_frames_from_rows_take_types_from_the_schema_not_the_first_rows():
     rows.append({**rows[0], "finished_at": 1_795_392_208_566_644, "gpus": 0.25})
     df = frame_from_rows("jobs", rows)
     assert df.schema["finished_at"] == schema.UTC_US and df.schema["gpus"] == pl.Float64
-    assert df["finished_at"][-1] == dt.datetime(2026, 11, 23, 0, 3, 28, 566644, tzinfo=UTC)
+    assert df["finished_at"][-1] == at(23, 0, 3, 28, 566644)
 
 
 def test_frame_from_columns_refuses_unknown_columns():

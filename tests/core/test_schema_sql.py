@@ -11,6 +11,8 @@ from gpuledger import schema, schema_sql
 from gpuledger.lake import LakeWriter
 from gpuledger.query import Lake, duckdb_type, sql_files
 
+from builders import at, job_state, write_rows
+
 DUMMY = {pl.String: "x", pl.Int64: 1, pl.Int32: 1, pl.Float64: 1.0, pl.Float32: 1.0, pl.Boolean: True}
 
 
@@ -21,9 +23,7 @@ def one_row(name):
     for c in t.columns:
         if c.name == "date" or c.nullable and c.name != "node":
             continue
-        row[c.name] = [
-            dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc) if c.dtype == schema.UTC_US else DUMMY[c.dtype.base_type()]
-        ]
+        row[c.name] = [at(2) if c.dtype == schema.UTC_US else DUMMY[c.dtype.base_type()]]
     return pl.DataFrame(row)
 
 
@@ -75,22 +75,10 @@ def test_every_table_has_cluster_and_a_utc_time_column():
 
 
 def test_jobs_view_keeps_exactly_the_latest_state_of_each_job(tmp_path):
-    t = dt.datetime(2026, 11, 2, 5, tzinfo=dt.timezone.utc)
-
-    def state(job, minutes, status):
-        return {
-            "updated_at": t + dt.timedelta(minutes=minutes),
-            "cluster": "c",
-            "job_id": job,
-            "status": status,
-            "source": "t",
-        }
-
-    w = LakeWriter(tmp_path)
-    w.write("jobs", pl.DataFrame([state("a", 0, "pending"), state("b", 0, "pending")]), "w1")
+    write_rows(tmp_path, "jobs", [job_state("a", "pending", at(2, 5)), job_state("b", "pending", at(2, 5))], "w1")
     # Written later, by another writer: a's later state, and b's state twice at the same instant (a tie).
-    w.write("jobs", pl.DataFrame([state("a", 5, "running"), state("b", 3, "running")]), "w2")
-    w.write("jobs", pl.DataFrame([state("b", 3, "failed"), state("a", 24 * 60, "succeeded")]), "w3")
+    write_rows(tmp_path, "jobs", [job_state("a", "running", at(2, 5, 5)), job_state("b", "running", at(2, 5, 3))], "w2")
+    write_rows(tmp_path, "jobs", [job_state("b", "failed", at(2, 5, 3)), job_state("a", "succeeded", at(3, 5))], "w3")
     with Lake(tmp_path) as lake:
         rows = lake.execute("SELECT job_id, status, date FROM jobs ORDER BY job_id").rows
         # The tie goes to the later file (w3), and a's latest state is on the next day.

@@ -1,4 +1,3 @@
-import datetime as dt
 import os
 
 import pytest
@@ -7,7 +6,9 @@ from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import HEADER, Spool, read_segment
 
-T0 = int(dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
+from builders import at, epoch_us
+
+T0 = epoch_us(at(2, 12))
 
 
 def batch(i, gpus=8):
@@ -38,7 +39,7 @@ def test_append_flush_round_trip_keeps_every_value(tmp_path):
     assert df.height == 24
     assert df["util_gpu_pct"].unique().sort().to_list() == [0.0, 1.0, 2.0]
     assert df["mem_used_bytes"].max() == 2**40 + 7  # int64 survives JSON exactly
-    assert df["ts"].min() == dt.datetime(2026, 11, 2, 12, tzinfo=dt.timezone.utc)
+    assert df["ts"].min() == at(2, 12)
     assert list((tmp_path / "spool").glob("seg-*.wal")) == [sp._current]  # flushed segments are deleted
 
 

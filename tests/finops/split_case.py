@@ -5,8 +5,6 @@ Two H100s: G1 and G2 (MIG-1 a slice of G2), reporting every hour of Nov 2, nothi
 $2 per GPU-hour from January; $5 from Nov 2 at noon (a rate change mid-day).
 """
 
-import datetime as dt
-
 import polars as pl
 
 from gpuledger.config import Rate
@@ -14,7 +12,7 @@ from gpuledger.config import Rate
 from builders import H100, allocation, allocations, at
 
 RATES = [
-    Rate("H100", 2.0, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)),
+    Rate("H100", 2.0, at(1, month=1)),
     Rate("H100", 5.0, at(2, 12)),
 ]
 START, STOP = at(1), at(3)

@@ -24,7 +24,7 @@ from gpuledger.config import DEFAULT_RATES, DEFAULT_TENANTS, Rate, defaults
 from gpuledger.lake import scan
 from gpuledger.query import Lake
 
-from builders import END
+from builders import END, at
 from conftest import REPO
 
 DOC = REPO / "docs" / "finops.md"
@@ -37,9 +37,8 @@ NAMES = {
     "efficiency_by_tenant",
     "focus_cost_by_tenant",
 }
-UTC = dt.timezone.utc
 H100 = "NVIDIA H100 80GB HBM3"
-NOON = dt.datetime(2026, 11, 1, 12, tzinfo=UTC)
+NOON = at(1, 12)
 BUDGETS = {"vision": 5000.0, "nlp": 4000.0, "recsys": 1500.0, "research": 1000.0, "platform": None}
 CFG = dataclasses.replace(
     defaults(),
@@ -185,9 +184,7 @@ def test_cost_per_tenant_last_month(lake, month):
     assert got["total_usd"].to_list() == sorted(got["total_usd"].to_list(), reverse=True)
     if month == "2026-10-01":  # the imported jobs and the sim's jobs of Oct 31; no telemetry, so no idle capacity
         held_in_october = (
-            table(lake, "jobs")
-            .filter(pl.col("scheduled_at") < dt.datetime(2026, 11, 1, tzinfo=UTC))
-            .select(pl.col("tenant").fill_null("(no tenant)"))
+            table(lake, "jobs").filter(pl.col("scheduled_at") < at(1)).select(pl.col("tenant").fill_null("(no tenant)"))
         )
         assert set(got["tenant"]) == set(held_in_october["tenant"]) >= {"vision", "nlp", "research", "(no tenant)"}
         assert got["idle_share_usd"].sum() == 0
@@ -248,7 +245,7 @@ def test_wait_p90_by_model_week(lake, since):
     assert set(got["week"]) == (weeks if since == "2026-10-01" else weeks - {dt.date(2026, 10, 12)})
 
 
-@pytest.mark.parametrize("now", [dt.datetime(2026, 11, 2, tzinfo=UTC), dt.datetime(2026, 10, 31, 18, tzinfo=UTC)])
+@pytest.mark.parametrize("now", [at(2), at(31, 18, month=10)])
 def test_budget_burn_down(lake, now):
     got = ask(lake, "budget_burn_down", now=now.isoformat())
     start = now.replace(day=1, hour=0)

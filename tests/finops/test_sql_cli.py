@@ -13,6 +13,8 @@ from click.testing import CliRunner
 from gpuledger.cli import main
 from gpuledger.query import Lake
 
+from builders import at
+
 
 def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
@@ -119,7 +121,7 @@ def test_chargeback_keeps_unclaimed_jobs_and_leaves_out_unshared_idle(tmp_path):
 
     from gpuledger.lake import LakeWriter
 
-    day = dt.datetime(2026, 11, 3, tzinfo=dt.timezone.utc)
+    day = at(3)
     rows = [  # tenant, gpu_hours, cost_usd, idle_share_usd
         ("a", 2.0, 4.0, 1.0),
         (None, 3.0, 6.0, 0.5),  # a job in a namespace no tenant owns: charged to no one, still a charge
