@@ -21,6 +21,10 @@ import httptools
 MAX_BYTES = 64 << 20  # a dcgm page of 8 GPUs x 40 fields is ~100 KB; anything near this is not a metrics page
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
 class FetchError(Exception):
     """Why a GET failed, in words fit for a health event."""
 
@@ -37,7 +41,7 @@ def get(url: str, timeout_s: float, accept: str = "*/*") -> Response:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             body = r.read(MAX_BYTES + 1)
             if len(body) > MAX_BYTES:
-                raise FetchError(f"{url}: response larger than {MAX_BYTES >> 20} MiB")
+                raise FetchError(f"{url}: response larger than {_size(MAX_BYTES)}")
             return Response(body, r.headers.get("Content-Type", ""))
     except urllib.error.HTTPError as e:
         raise FetchError(f"{url}: HTTP {e.code} {e.reason}") from e
@@ -69,6 +73,7 @@ class _Exchange(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.reason, self.content_type, self.body, self.size, self.length_known = b"", b"", [], 0, False
+        self.keep_alive = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -89,7 +94,7 @@ class _Exchange(asyncio.Protocol):
             if self.got_bytes and self.reason and not self.length_known:
                 self._complete()  # neither Content-Length nor chunked: the body ends where the connection does
             else:
-                self.done.set_exception(ConnectionResetError(exc.errno if exc else 104, "connection closed by peer"))
+                self.done.set_exception(ConnectionResetError("connection closed by the target"))
 
     def _fail(self, e: Exception) -> None:
         if self.done is not None and not self.done.done():
@@ -98,6 +103,7 @@ class _Exchange(asyncio.Protocol):
 
     def _complete(self) -> None:
         if self.done is not None and not self.done.done():
+            self.keep_alive = self.parser.should_keep_alive()  # read now: llhttp forgets it once the message ends
             self.done.set_result((self.parser.get_status_code(), self.reason, self.content_type, b"".join(self.body)))
             self.body = []  # an idle connection holds no page (10,000 of them would hold 1 GB)
 
@@ -115,7 +121,7 @@ class _Exchange(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.size += len(body)
         if self.size > self.max_bytes:
-            self._fail(FetchError(f"response larger than {self.max_bytes >> 20} MiB"))
+            self._fail(FetchError(f"response larger than {_size(self.max_bytes)}"))
         else:
             self.body.append(body)
 
@@ -179,7 +185,8 @@ class AsyncFetcher:
                     status, reason, ctype, body = await self._exchange(conn, url)
         except TimeoutError as e:
             self._drop(conn)
-            raise FetchError(f"{url}: no answer within {timeout_s:g} s") from e
+            # .3g: a limit cut short by the round's deadline reads 2, not 1.99998
+            raise FetchError(f"{url}: no answer within {timeout_s:.3g} s") from e
         except FetchError as e:
             self._drop(conn)
             raise FetchError(f"{url}: {e}") from e
@@ -188,7 +195,7 @@ class AsyncFetcher:
         except (ConnectionError, OSError) as e:
             self._drop(conn)
             raise FetchError(f"{url}: {e.strerror or e}") from e
-        if conn.parser.should_keep_alive() and not conn.closed:
+        if conn.keep_alive and not conn.closed:
             self._idle[url] = conn
         else:
             conn.close()
