@@ -1,30 +1,38 @@
-"""The dashboards' one way to the lake: parameterised SQL over the analytics' tables.
+"""The dashboards' one way to the lake: parameterised SQL over the analytics' tables, through the query helper.
 
 Pages never read raw samples on a load: they read the derived tables (fleet_hourly, job_stats, cost_daily,
 fragmentation, decisions, demand_forecast, ...) and small event tables. Every user value reaches DuckDB as a
 parameter, never formatted into the SQL.
 
-The snapshot: the tables the pages read are copied into one in-memory DuckDB database, and rebuilt (in the
-background, the old one serving meanwhile) when the analytics have written since (their state files changed).
-Each query on the lake's views pays 20-40 ms to list and bind a year of Parquet files; a page asks five to ten
-questions, which made a page 0.3-1.1 s on a year of 1,000 GPUs. The same questions in memory take a few ms.
-job_hourly is kept per tenant, model and day (job_daily), which is all the pages ask of it. A few queries
-(one hour of gpu_hourly, admission decisions, a tenant's jobs) go to the lake itself (`lake=True`).
+The read path: every query goes through gpuledger.query, so the dashboards read as `gpuledger sql` does (only
+SELECT, a time limit, UTC, no file outside the lake). Most go to a `query.Snapshot`, the helper's in-memory mode:
+the tables the pages read, copied out of the lake (by `query.Lake`) into one in-memory DuckDB database, and
+rebuilt (in the background, the old one serving meanwhile) when the analytics have written since (their state
+files changed). Each query on the lake's views pays 20-40 ms to list and bind a year of Parquet files; a page asks
+five to ten questions, which made a page 0.3-1.1 s on a year of 1,000 GPUs. The same questions in memory take a
+few ms. job_hourly is kept per tenant, model and day (job_daily), which is all the pages ask of it. A few queries
+(one hour of gpu_hourly, admission decisions, a tenant's jobs) go to the lake itself (`lake=True`), on a
+`query.Lake` taken from a pool (one per request running at once, kept for the next).
+
+The swap: a request holds the snapshot it took (Snapshot.acquire) until its query is done; a rebuild replaces
+the current one under a lock and retires the old, which closes when its last reader releases it. So no request
+reads a closed or closing connection (tests/dashboards/test_snapshot_swap.py rebuilds back to back under 8
+reading threads).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import queue
 import threading
 import time
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from gpuledger.lake import has_data
-from gpuledger.query import Lake
+from gpuledger.query import Lake, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +60,19 @@ SNAPSHOT = {
 }
 
 
+QUERY_TIMEOUT_S = 30.0  # a page's question; the whole page waits on its slowest
+
+
 class DashData:
     def __init__(self, lake: Path | str, variables: dict[str, str] | None = None, check_every_s: float = 30.0):
         self.lake = Path(lake)
         self.variables = variables
         self.check_every_s = check_every_s
-        self._local = threading.local()
+        self._idle_lakes: queue.SimpleQueue[Lake] = queue.SimpleQueue()
         self._lakes: list[Lake] = []
-        self._lock = threading.Lock()
-        self._snap: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()  # the current snapshot and what goes with it
+        self._building = threading.Lock()  # one build at a time
+        self._snap: Snapshot | None = None
         self._present: set[str] = set()
         self._key: tuple = ()
         self._checked = 0.0
@@ -68,15 +80,23 @@ class DashData:
         self._bounds: tuple | None = None
 
     # -- the lake, for the few questions the snapshot does not hold ------------------------------------
-    def _session(self) -> Lake:
-        lake = getattr(self._local, "lake", None)
-        if lake is None:
-            # Flask serves each request on a thread; a DuckDB connection is not for two threads at once.
+    def _lake_frame(self, sql: str, params: list) -> pl.DataFrame:
+        # A Lake is one DuckDB connection, not for two threads at once: each query takes an idle one (or opens
+        # one) and puts it back, so there are as many as queries ran at once (one per request thread had Flask's
+        # thread-per-request server open one per request, closed only at exit).
+        try:
+            lake = self._idle_lakes.get_nowait()
+        except queue.Empty:
             lake = Lake(self.lake, variables=self.variables)
-            self._local.lake = lake
             with self._lock:
                 self._lakes.append(lake)
-        return lake
+        try:
+            return lake.execute(sql, params, timeout_s=QUERY_TIMEOUT_S).frame
+        finally:
+            with self._lock:
+                kept = any(k is lake for k in self._lakes)  # not closed by close() meanwhile
+            if kept:
+                self._idle_lakes.put(lake)
 
     # -- the snapshot ------------------------------------------------------------------------------------
     def _state_key(self) -> tuple:
@@ -87,45 +107,52 @@ class DashData:
         except FileNotFoundError:
             return ()
 
-    def _build(self, key: tuple) -> None:
-        t0 = time.perf_counter()
-        con = duckdb.connect(":memory:")
-        con.execute("SET TimeZone = 'UTC'")
-        present = set()
+    def _tables(self, present: set[str]):
+        """(name, frame) for each snapshot table, read from the lake one at a time (so only one is held twice)."""
         with Lake(self.lake, variables=self.variables) as lake:
             for name, (source, query) in SNAPSHOT.items():
-                frame = lake.execute(query, timeout_s=None).frame
-                con.register("_load", frame)
-                con.execute(f"CREATE TABLE {name} AS SELECT * FROM _load")
-                con.unregister("_load")
+                frame = lake.execute(query, timeout_s=None).frame  # off the request path: a year takes seconds
                 if has_data(self.lake, source):
                     present.add(name)
-        bounds = con.execute("SELECT min(date), max(date) FROM fleet_hourly").fetchone()
+                yield name, frame
+
+    def _build(self, key: tuple) -> None:
+        """Build a snapshot and make it the current one; the caller holds self._building."""
+        t0 = time.perf_counter()
+        present: set[str] = set()
+        snap = Snapshot(self._tables(present))
+        bounds = snap.execute("SELECT min(date), max(date) FROM fleet_hourly").rows[0]
         with self._lock:
-            old, self._snap = self._snap, con
+            old, self._snap = self._snap, snap
             self._present, self._key = present, key
-            self._bounds = bounds if bounds and bounds[0] is not None else None
+            self._bounds = bounds if bounds[0] is not None else None
             self._rebuilding = False
         log.info("dashboard snapshot of %s built in %.1f s", self.lake, time.perf_counter() - t0)
         if old is not None:
-            old.close()
+            old.retire()  # closes when the requests reading it are done
+
+    def rebuild(self) -> None:
+        """Build a new snapshot from the lake now and swap it in (requests reading the old one finish on it)."""
+        with self._building:
+            self._build(self._state_key())
 
     def _rebuild_in_background(self, key: tuple) -> None:
         try:
-            self._build(key)
+            with self._building:
+                self._build(key)
         except Exception:  # the old snapshot keeps serving; say why this one failed
             log.exception("dashboard snapshot of %s failed; serving the previous one", self.lake)
             with self._lock:
                 self._rebuilding = False
 
-    def snapshot(self) -> duckdb.DuckDBPyConnection:
-        now = time.monotonic()
+    def _fresh(self) -> None:
+        """Build the first snapshot (the request waits for it), or start a rebuild when the analytics wrote."""
         if self._snap is None:
-            with self._lock:
-                first = self._snap is None
-            if first:
-                self._build(self._state_key())
-            return self._snap
+            with self._building:
+                if self._snap is None:  # another request may have built it while this one waited
+                    self._build(self._state_key())
+            return
+        now = time.monotonic()
         if now - self._checked > self.check_every_s:
             self._checked = now
             key = self._state_key()
@@ -135,30 +162,41 @@ class DashData:
                     self._rebuilding = True
             if start:
                 threading.Thread(target=self._rebuild_in_background, args=(key,), daemon=True).start()
-        return self._snap
+
+    def _acquire(self) -> Snapshot:
+        """The current snapshot, held for the caller until it calls release()."""
+        while True:
+            self._fresh()
+            with self._lock:  # taken under the lock a swap holds: never one already retired
+                snap = self._snap
+                if snap is not None:
+                    snap.acquire()
+                    return snap
+            # close() ran meanwhile: build again, as the first request did
 
     # -- what pages call -----------------------------------------------------------------------------------
     def frame(self, sql: str, params: list | None = None, lake: bool = False) -> pl.DataFrame:
         if lake:
-            return self._session().execute(sql, params or [], timeout_s=30).frame
-        cur = self.snapshot().cursor()  # a cursor per call: connections are shared across request threads
-        try:
-            out = cur.sql(sql, params=params or None).pl()
-        finally:
-            cur.close()
-        # DuckDB names the zone Etc/UTC; the lake (and polars code comparing with it) says UTC.
-        zoned = [c for c, t in out.schema.items() if isinstance(t, pl.Datetime) and t.time_zone]
+            out = self._lake_frame(sql, params or [])
+        else:
+            snap = self._acquire()
+            try:
+                out = snap.execute(sql, params or [], timeout_s=QUERY_TIMEOUT_S).frame
+            finally:
+                snap.release()
+        # DuckDB may name the zone Etc/UTC; the lake (and polars code comparing with it) says UTC.
+        zoned = [c for c, t in out.schema.items() if isinstance(t, pl.Datetime) and t.time_zone not in (None, "UTC")]
         return out.with_columns(pl.col(zoned).dt.convert_time_zone("UTC")) if zoned else out
 
     def has(self, table: str) -> bool:
         if table in SNAPSHOT:
-            self.snapshot()
+            self._fresh()
             return table in self._present
         return has_data(self.lake, table)
 
     def bounds(self) -> tuple[dt.date, dt.date] | None:
         """First and last UTC day with fleet data (fleet_hourly), or None on a lake with no analytics yet."""
-        self.snapshot()
+        self._fresh()
         return self._bounds
 
     def models(self) -> list[str]:
@@ -170,9 +208,10 @@ class DashData:
 
     def close(self) -> None:
         with self._lock:
-            for lake in self._lakes:
-                lake.close()
-            self._lakes.clear()
-            if self._snap is not None:
-                self._snap.close()
-                self._snap = None
+            snap, self._snap = self._snap, None
+            lakes, self._lakes = self._lakes, []
+            self._idle_lakes = queue.SimpleQueue()
+        for lake in lakes:
+            lake.close()
+        if snap is not None:
+            snap.retire()

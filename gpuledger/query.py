@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -197,6 +198,77 @@ def _names_in(text: str, names: set[str]) -> set[str]:
     return names & words
 
 
+def _guarded(con, parser, sql: str, params: list | dict | None, limit: int | None, timeout_s: float | None) -> Result:
+    """Run read-only SQL on `con` (a connection, or a cursor of one) under the time limit: the last statement's
+    rows. `parser`: a connection no query can change, to read the statement inside an EXPLAIN."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as e:
+        raise QueryError(f"cannot parse query: {e}") from e
+    if not statements:
+        raise QueryError("empty query")
+    texts = [_read_only_text(s, parser) for s in statements]
+    # interrupt() stops what runs on this connection (or cursor) only, not its siblings.
+    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    if timer:
+        timer.start()
+    try:
+        for text in texts[:-1]:
+            con.execute(text, params)
+        rel = con.sql(texts[-1], params=params)
+        columns = list(rel.columns)
+        # DuckDB 2 names it to_arrow_reader; 1.x record_batch.
+        to_reader = getattr(rel, "to_arrow_reader", None) or rel.record_batch
+        reader = to_reader(min(limit + 1, 100_000) if limit is not None else 100_000)
+        batches, n = [], 0
+        for batch in reader:
+            batches.append(batch)
+            n += batch.num_rows
+            if limit is not None and n > limit:
+                break
+    except duckdb.InterruptException as e:
+        raise QueryError(f"query stopped after the {timeout_s:g} s time limit") from e
+    except duckdb.PermissionException as e:
+        raise QueryError(f"refused: queries read the lake only (no other files, extensions or network): {e}") from e
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+    finally:
+        if timer:
+            timer.cancel()
+    frame = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+    truncated = limit is not None and frame.height > limit
+    if truncated:
+        frame = frame.head(limit)
+    return Result(columns, frame, truncated)
+
+
+def _read_only_text(statement, parser) -> str:
+    """The text to run for a statement that DuckDB's parser calls a SELECT, or an EXPLAIN [ANALYZE] of one.
+
+    An EXPLAIN is rebuilt from the SELECT the parser found inside it, never run as the user wrote it: our
+    reading of EXPLAIN's prefix (comments, options) cannot be trusted to match DuckDB's lexer (nested
+    `/* /* */ */`, a `--` comment ended by CR), and a mismatch had `EXPLAIN ANALYZE ... COPY` rewrite a lake file.
+    The rebuilt text is a keyword, a newline and a statement the parser read on its own, so it lexes the same.
+    EXPLAIN's options, such as (FORMAT json), are dropped."""
+    if statement.type == duckdb.StatementType.SELECT:
+        return statement.query
+    kind = statement.type.name
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        prefix = _EXPLAIN.match(statement.query)
+        try:
+            (explained,) = parser.extract_statements(statement.query[prefix.end() :]) if prefix else ()
+        except (duckdb.Error, ValueError):
+            explained = None
+        if explained is not None and explained.type == duckdb.StatementType.SELECT:
+            analyze = re.search(r"\bANALY[SZ]E\b", prefix.group(0), re.I) is not None
+            return ("EXPLAIN ANALYZE\n" if analyze else "EXPLAIN\n") + explained.query
+        kind = explained.type.name if explained is not None else "EXPLAIN of unclear text"
+    raise QueryError(
+        f"only read-only queries are allowed (SELECT, or EXPLAIN [ANALYZE] of one); got a {kind} "
+        f"statement: {statement.query.strip()[:80]}"
+    )
+
+
 class Lake:
     """A DuckDB connection over one lake root, with the views of sql/ defined on it as queries need them.
 
@@ -279,70 +351,7 @@ class Lake:
 
     def _execute(self, sql: str, params: list | dict | None, limit: int | None, timeout_s: float | None) -> Result:
         self._views_for(sql)
-        try:
-            statements = self.con.extract_statements(sql)
-        except duckdb.Error as e:
-            raise QueryError(f"cannot parse query: {e}") from e
-        if not statements:
-            raise QueryError("empty query")
-        texts = [self._read_only_text(s) for s in statements]
-        timer = threading.Timer(timeout_s, self.con.interrupt) if timeout_s else None
-        if timer:
-            timer.start()
-        try:
-            for text in texts[:-1]:
-                self.con.execute(text, params)
-            rel = self.con.sql(texts[-1], params=params)
-            columns = list(rel.columns)
-            # DuckDB 2 names it to_arrow_reader; 1.x record_batch.
-            to_reader = getattr(rel, "to_arrow_reader", None) or rel.record_batch
-            reader = to_reader(min(limit + 1, 100_000) if limit is not None else 100_000)
-            batches, n = [], 0
-            for batch in reader:
-                batches.append(batch)
-                n += batch.num_rows
-                if limit is not None and n > limit:
-                    break
-        except duckdb.InterruptException as e:
-            raise QueryError(f"query stopped after the {timeout_s:g} s time limit") from e
-        except duckdb.PermissionException as e:
-            raise QueryError(f"refused: queries read the lake only (no other files, extensions or network): {e}") from e
-        except duckdb.Error as e:
-            raise QueryError(str(e).strip()) from e
-        finally:
-            if timer:
-                timer.cancel()
-        frame = pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
-        truncated = limit is not None and frame.height > limit
-        if truncated:
-            frame = frame.head(limit)
-        return Result(columns, frame, truncated)
-
-    def _read_only_text(self, statement) -> str:
-        """The text to run for a statement that DuckDB's parser calls a SELECT, or an EXPLAIN [ANALYZE] of one.
-
-        An EXPLAIN is rebuilt from the SELECT the parser found inside it, never run as the user wrote it: our
-        reading of EXPLAIN's prefix (comments, options) cannot be trusted to match DuckDB's lexer (nested
-        `/* /* */ */`, a `--` comment ended by CR), and a mismatch had `EXPLAIN ANALYZE ... COPY` rewrite a lake file.
-        The rebuilt text is a keyword, a newline and a statement the parser read on its own, so it lexes the same.
-        EXPLAIN's options, such as (FORMAT json), are dropped."""
-        if statement.type == duckdb.StatementType.SELECT:
-            return statement.query
-        kind = statement.type.name
-        if statement.type == duckdb.StatementType.EXPLAIN:
-            prefix = _EXPLAIN.match(statement.query)
-            try:
-                (explained,) = self._parser.extract_statements(statement.query[prefix.end() :]) if prefix else ()
-            except (duckdb.Error, ValueError):
-                explained = None
-            if explained is not None and explained.type == duckdb.StatementType.SELECT:
-                analyze = re.search(r"\bANALY[SZ]E\b", prefix.group(0), re.I) is not None
-                return ("EXPLAIN ANALYZE\n" if analyze else "EXPLAIN\n") + explained.query
-            kind = explained.type.name if explained is not None else "EXPLAIN of unclear text"
-        raise QueryError(
-            f"only read-only queries are allowed (SELECT, or EXPLAIN [ANALYZE] of one); got a {kind} "
-            f"statement: {statement.query.strip()[:80]}"
-        )
+        return _guarded(self.con, self._parser, sql, params, limit, timeout_s)
 
     def close(self) -> None:
         self.con.close()
@@ -353,3 +362,82 @@ class Lake:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class Snapshot:
+    """The helper's in-memory mode: tables copied out of the lake into one in-memory DuckDB database, read with
+    Lake's guard: only SELECT (or EXPLAIN [ANALYZE] of one) runs, under the same time limit, in UTC, with the same
+    lockdown (here no folder at all is allowed), and the same Result.
+
+    For a reader that asks many small questions of a few tables: the dashboards, where a query on the lake's views
+    pays 20-40 ms to list and bind a year of Parquet files and the same question in memory a few ms.
+
+    Many threads read one at once: each query runs on a cursor of its own (a DuckDB connection is not for two
+    threads at once; a cursor is a connection of its own to the same database, and the time limit interrupts only
+    its query). To replace it with a newer one, its owner stops handing it out and calls retire(): it closes when
+    the last reader holding it (acquire() ... release()) is done, never under a running query."""
+
+    def __init__(self, tables: Iterable[tuple[str, pl.DataFrame]]):
+        """`tables`: (name, frame) pairs, taken one at a time (a generator need not hold them all at once)."""
+        self._con = duckdb.connect(":memory:")
+        try:
+            # GLOBAL: a cursor is a session of its own and starts from the global settings (else the host's zone).
+            self._con.execute("SET GLOBAL TimeZone = 'UTC'")
+            for name, frame in tables:
+                if not name.isidentifier():
+                    raise QueryError(f"snapshot table name {name!r} is not an identifier")
+                self._con.register("_load", frame)
+                self._con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _load')
+                self._con.unregister("_load")
+            for setting in _LOCKDOWN:
+                self._con.execute(setting, {"dirs": []} if "$dirs" in setting else None)
+        except BaseException:
+            self._con.close()
+            raise
+        # Guards the parent connection (cursor(), close()) and the count of readers holding this snapshot.
+        self._lock = threading.Lock()
+        self._readers = 0
+        self._retired = False
+        self.closed = False
+
+    def acquire(self) -> None:
+        """Hold it for a reader: it stays open until release(), even if retired meanwhile."""
+        with self._lock:
+            if self._retired:
+                raise QueryError("this snapshot was replaced: take the current one")
+            self._readers += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._readers -= 1
+            last = self._retired and self._readers == 0
+        if last:
+            self._close()
+
+    def retire(self) -> None:
+        """No new reader; close when the readers holding it are done (now, if none)."""
+        with self._lock:
+            self._retired = True
+            last = self._readers == 0
+        if last:
+            self._close()
+
+    def execute(
+        self, sql: str, params: list | dict | None = None, limit: int | None = None, timeout_s: float | None = 60.0
+    ) -> Result:
+        """As Lake.execute, on the snapshot's tables; the caller holds it (acquire)."""
+        with self._lock:
+            if self.closed:
+                raise QueryError("this snapshot is closed")
+            cur = self._con.cursor()
+        try:
+            return _guarded(cur, cur, sql, params, limit, timeout_s)
+        finally:
+            with self._lock:
+                cur.close()
+
+    def _close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._con.close()
