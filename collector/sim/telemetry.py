@@ -45,6 +45,12 @@ class Window:
     energy_end_j: np.ndarray  # per GPU, to continue the energy counter in the next window
 
 
+def _const(value, n: int, dtype: pl.DataType) -> pl.Series:
+    """`n` copies of `value`. pl.repeat(eager=True) runs a query each call (3 ms; 16 a node and window were most of a
+    worker's time at 3600 s); this is ~10 us."""
+    return pl.Series([value], dtype=dtype).new_from_index(0, n)
+
+
 def _ms(t: np.ndarray) -> np.ndarray:
     """Noise is keyed by the integer millisecond, so live scrapes at any instant match the backfill."""
     return np.round(np.asarray(t, dtype=np.float64) * 1000).astype(np.int64)
@@ -165,34 +171,34 @@ def node_window(
     samples = pl.DataFrame(
         {
             "ts": pl.Series(np.repeat(_ms(ts) * 1000, G)).cast(pl.Datetime("us", "UTC")),
-            "cluster": pl.repeat(cluster, n * G, eager=True, dtype=pl.String),
-            "node": pl.repeat(node.name, n * G, eager=True, dtype=pl.String),
+            "cluster": _const(cluster, n * G, pl.String),
+            "node": _const(node.name, n * G, pl.String),
             "gpu_uuid": uuids.gather(gidx),
             "gpu_index": gidx,
-            "model": pl.repeat(spec.name, n * G, eager=True, dtype=pl.String),
+            "model": _const(spec.name, n * G, pl.String),
             "pci_bus_id": pl.Series([f"00000000:{0x18 + 0x10 * g:02X}:00.0" for g in range(G)], dtype=pl.String).gather(
                 gidx
             ),
-            "driver_version": pl.repeat(SIM_DRIVER, n * G, eager=True, dtype=pl.String),
+            "driver_version": _const(SIM_DRIVER, n * G, pl.String),
             "util_gpu_pct": flat(util).astype(np.float32),
             "util_mem_pct": flat(np.round(np.minimum(membw, 100.0))).astype(np.float32),
             "sm_active_ratio": flat(sm).astype(np.float32),
             "tensor_active_ratio": flat(tensor).astype(np.float32),
             "mem_used_bytes": flat(mem),
-            "mem_total_bytes": pl.repeat(spec.mem_bytes, n * G, eager=True, dtype=pl.Int64),
-            "mem_reserved_bytes": pl.repeat(spec.mem_bytes // 100, n * G, eager=True, dtype=pl.Int64),
+            "mem_total_bytes": _const(spec.mem_bytes, n * G, pl.Int64),
+            "mem_reserved_bytes": _const(spec.mem_bytes // 100, n * G, pl.Int64),
             "power_w": flat(np.round(power, 2)).astype(np.float32),
-            "power_limit_w": pl.repeat(spec.power_limit_w, n * G, eager=True, dtype=pl.Float32),
+            "power_limit_w": _const(spec.power_limit_w, n * G, pl.Float32),
             "energy_j": flat(np.round(energy, 3)),
             "temp_c": flat(np.round(temp)).astype(np.float32),
             "sm_clock_mhz": flat(sm_clock).astype(np.int32),
-            "mem_clock_mhz": pl.repeat(spec.mem_clock_mhz, n * G, eager=True, dtype=pl.Int32),
+            "mem_clock_mhz": _const(spec.mem_clock_mhz, n * G, pl.Int32),
             "throttle_reasons": flat(throttle).astype(np.int64),
             "ecc_corrected_total": np.tile(ecc_base.astype(np.int64), n),
-            "ecc_uncorrected_total": pl.repeat(0, n * G, eager=True, dtype=pl.Int64),
-            "source": pl.repeat("sim", n * G, eager=True, dtype=pl.String),
-            "pod": pods.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
-            "namespace": nss.gather(owner) if len(jobs) else pl.repeat(None, n * G, eager=True, dtype=pl.String),
+            "ecc_uncorrected_total": _const(0, n * G, pl.Int64),
+            "source": _const("sim", n * G, pl.String),
+            "pod": pods.gather(owner) if len(jobs) else _const(None, n * G, pl.String),
+            "namespace": nss.gather(owner) if len(jobs) else _const(None, n * G, pl.String),
         }
     ).with_columns(container=pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.lit("main")))
     return Window(samples, _processes(node, jobs, proc_parts, cluster, seed), energy[:, -1] if n else e0)
@@ -210,17 +216,17 @@ def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed
     df = pl.DataFrame(
         {
             "ts": pl.Series(_ms(ts) * 1000).cast(pl.Datetime("us", "UTC")),
-            "cluster": pl.repeat(cluster, m, eager=True, dtype=pl.String),
-            "node": pl.repeat(node.name, m, eager=True, dtype=pl.String),
+            "cluster": _const(cluster, m, pl.String),
+            "node": _const(node.name, m, pl.String),
             "gpu_uuid": pl.Series(node.gpu_uuids, dtype=pl.String).gather(gpu),
             "pid": pids.gather(ji),
-            "process_name": pl.repeat("python3", m, eager=True, dtype=pl.String),
+            "process_name": _const("python3", m, pl.String),
             "used_mem_bytes": np.repeat([p["used"] for p in parts], lens).astype(np.int64),
             "sm_util_pct": np.concatenate([p["sm_util_pct"] for p in parts]),
-            "container": pl.repeat("main", m, eager=True, dtype=pl.String),
+            "container": _const("main", m, pl.String),
             "pod": pl.Series([j.pod for j in jobs], dtype=pl.String).gather(ji),
             "namespace": pl.Series([j.namespace for j in jobs], dtype=pl.String).gather(ji),
-            "source": pl.repeat("sim", m, eager=True, dtype=pl.String),
+            "source": _const("sim", m, pl.String),
         }
     )
     return df.sort("ts", "gpu_uuid", maintain_order=True)
