@@ -80,6 +80,7 @@ def job_5min(allocs: pl.LazyFrame, five_min: pl.LazyFrame) -> pl.LazyFrame:
         five_min.select("gpu_uuid", "bucket_start", "util_gpu_pct_mean", "sm_active_ratio_mean"),
         on=["gpu_uuid", "bucket_start"],
         how="left",
+        maintain_order="left",  # each group's floats are then added in one order: every run writes the same rows
     )
     return (
         h.group_by("cluster", "job_id", "bucket_start")

@@ -817,12 +817,20 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
 @main.command()
 @click.option("--from", "from_", default=None, help="Recompute from this UTC time (ISO-8601) [the watermark].")
 @click.option("--to", default=None, help="Up to this UTC time (ISO-8601) [now].")
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="tcp://HOST:PORT",
+    help="Run the pass over raw samples on this Dask scheduler's workers (they need the lake at the same path) "
+    "[[analytics] scheduler, else in this process].",
+)
 @common
-def analyze(ctx: Ctx, from_, to) -> None:
+def analyze(ctx: Ctx, from_, to, scheduler) -> None:
     """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
     from gpuledger.analytics.runner import run
 
-    for r in run(ctx.lake, until_s=_utc(to, "--to"), from_s=_utc(from_, "--from"), cfg=ctx.cfg):
+    until_s, from_s = _utc(to, "--to"), _utc(from_, "--from")
+    for r in run(ctx.lake, until_s=until_s, from_s=from_s, cfg=ctx.cfg, scheduler=scheduler):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
 
 

@@ -214,6 +214,10 @@ class AnalyticsConfig:
     fairshare_half_life_h: float = key(
         168.0, "decay of past usage in the fair-share factor (Slurm's PriorityDecayHalfLife: 7 days)", unit="h", gt=0
     )
+    # Dask: the workers need the lake at the same path (a shared filesystem) and gpuledger[dask] installed.
+    scheduler: str = key(
+        "", "a Dask scheduler (tcp://HOST:8786) whose workers run the pass over raw samples", shown="none: in-process"
+    )
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,12 @@ class SourceError(GpuledgerError):
     title = "source error"
 
 
+class ClusterError(GpuledgerError):
+    """The Dask cluster does not answer, cannot see the lake, or lost work; names the scheduler or the partitions."""
+
+    title = "cluster error"
+
+
 class UsageError(GpuledgerError):
     """A command-line value is invalid in a way click cannot check by itself."""
 

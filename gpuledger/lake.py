@@ -7,7 +7,9 @@ write replaces the same file instead of adding a duplicate: re-runs are idempote
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
-from gpuledger.atomic import ensure_dir, write_atomic, write_many_atomic
+from gpuledger.atomic import ensure_dir, explain, fsync_dir, stage, write_atomic, write_many_atomic
 from gpuledger.errors import LakeError
 from gpuledger.lake_lock import publishing
 
@@ -161,6 +163,39 @@ class LakeWriter:
         elif items:
             write_many_atomic(items, workers, guard=guard)
         return [path for path, _ in items]
+
+    def stage_partitions(self, table_name: str, df: pl.DataFrame, name: str, staging: Path) -> list[tuple[Path, Path]]:
+        """The first half of write_partitions, for a writer in another process (a Dask worker): each date's file is
+        written and fsynced under `staging`, a folder of the lake outside every table's glob, so no reader sees it.
+
+        Returns (staged file, lake path) pairs for publish_staged; nothing is in the lake until then."""
+        check_name("file name", name)
+        staged = []
+        for p, part in _groups(schema.table(table_name), df):
+            body = conform(table_name, part, file_only=True)
+            path = p.path(self.root) / f"part-{name}.parquet"
+            tmp = stage(
+                Path(staging) / path.relative_to(self.root),
+                lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True),
+            )
+            staged.append((tmp, path))
+        return staged
+
+    def publish_staged(self, staged: list[tuple[Path, Path]]) -> list[Path]:
+        """The second half: rename each staged file to its lake path (atomic: the staging folder is on the lake's
+        filesystem) and make the renames durable. Returns the lake paths."""
+        paths = [path for _, path in staged]
+        for d in {p.parent for p in paths}:
+            ensure_dir(d)
+        with self._guard(paths) or contextlib.nullcontext():
+            for tmp, path in staged:
+                try:
+                    os.replace(tmp, path)
+                except OSError as e:
+                    raise explain(e, path) from e
+        for d in {p.parent for p in paths}:
+            fsync_dir(d)
+        return paths
 
     def _guard(self, paths: list[Path]):
         """Replacing a file a query may be reading waits for the queries in flight (gpuledger.lake_lock); adding a

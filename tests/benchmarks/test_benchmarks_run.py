@@ -31,6 +31,13 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"median ratio +{N}x",
         rf"incremental run, one new hour +{N} s",
     ),
+    "analytics_dask.py": (
+        rf"analyze over {N} GPU samples",
+        rf"local \(this process\) +whole run +{N} s +pass over samples +{N} s",
+        rf"Dask LocalCluster, 2 workers whole run +{N} s +pass over samples +{N} s",
+        rf"Dask overhead ratio: whole run {N}x +pass over samples {N}x",
+        r"same output: yes, every table",
+    ),
     "simulate.py": (rf"samples +{N}", rf"throughput +{N} samples/s", rf"baseline +{N} s", rf"ratio +{N}x the bare"),
     "spool_append.py": (
         rf"spool append +median {N} ms +p99 {N} ms",

@@ -1,0 +1,213 @@
+"""`analyze --scheduler`: the pass over raw samples on a real Dask cluster (2 worker processes over TCP).
+
+The lake a cluster run writes is compared with the local run's, table by table, row for row (DuckDB EXCEPT ALL
+both ways, over every column: the run-time column computed_at is the run's `--to`, the same in both runs, so no
+column is left out); so is the list of files, so no partition is written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cloudpickle
+import dask
+import duckdb
+import pytest
+from distributed import Client, LocalCluster
+
+from gpuledger import schema
+from gpuledger.analytics import runner
+from gpuledger.analytics.runner import TELEMETRY, run, watermark
+from gpuledger.errors import ClusterError
+from gpuledger.lake import table_files
+
+from conftest import END, REPO, make_lake
+
+TO = "2026-11-02T00:00:00+00:00"  # END
+
+
+def _cluster() -> LocalCluster:
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", dashboard_address=None)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with _cluster() as c:
+        yield c
+
+
+def _tables(lake: Path) -> list[str]:
+    return [t for t in schema.TABLES if table_files(lake, t)]
+
+
+def assert_same_lake(a: Path, b: Path) -> None:
+    """Same tables, same files, same rows (EXCEPT ALL both ways empty), same watermarks."""
+    assert _tables(a) == _tables(b)
+    assert {*TELEMETRY} <= {*_tables(a)}
+    con = duckdb.connect()
+    for t in _tables(a):
+        assert [f.relative_to(a) for f in table_files(a, t)] == [f.relative_to(b) for f in table_files(b, t)], t
+        globs = [str(x / t / schema.table(t).file_glob) for x in (a, b)]
+        for x, y in (globs, globs[::-1]):
+            extra = con.execute(
+                "SELECT * FROM read_parquet(?, hive_partitioning = true) "
+                "EXCEPT ALL SELECT * FROM read_parquet(?, hive_partitioning = true)",
+                [x, y],
+            ).fetchall()
+            assert not extra, f"{t}: {len(extra)} row(s) of {x} are not in {y}, e.g. {extra[:2]}"
+    for job in TELEMETRY:
+        assert watermark(a, job) == watermark(b, job)
+
+
+def _copies(tmp_path: Path, *names: str, **lake) -> list[Path]:
+    src = tmp_path / "src"
+    make_lake(src, nodes=2, gpus=2, step_s=60, **lake)
+    for n in names:
+        shutil.copytree(src, tmp_path / n)
+    return [tmp_path / n for n in names]
+
+
+def test_local_path_imports_no_dask(small_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(small_lake, lake)
+    code = (
+        "import sys\n"
+        "from gpuledger.cli import main\n"
+        f"main(['analyze', '--lake', {str(lake)!r}, '--to', {TO!r}], standalone_mode=False)\n"
+        "print('loaded:', sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "gpu_5min: 3,456 rows" in done.stdout  # 12 GPUs x 288 five-minute buckets of a day: the run did happen
+    assert "loaded: []" in done.stdout
+
+
+def test_cluster_run_writes_what_the_local_run_writes(cluster, tmp_path, monkeypatch):
+    local, remote = _copies(tmp_path, "local", "remote", days=2.5)
+    monkeypatch.setattr(runner, "CHUNK_DAYS", 2)  # Oct 30-31, then Nov 1-2: two chunks, each published whole
+    run(local, until_s=END)
+    got = {r.job: r.rows for r in run(remote, until_s=END, scheduler=cluster.scheduler_address)}
+    assert got["gpu_5min"] == 4 * 288 * 2.5  # 4 GPUs x 288 buckets a day x 2.5 days
+    assert_same_lake(local, remote)
+    # A re-run from mid-morning: the workers keep that day's earlier rows from the files they replace.
+    from_s = END - 5.5 * 3600
+    run(local, until_s=END, from_s=from_s)
+    run(remote, until_s=END, from_s=from_s, scheduler=cluster.scheduler_address)
+    assert_same_lake(local, remote)
+    assert not (remote / "_state" / "staging").exists()
+    assert not list(remote.rglob("*.tmp"))
+
+
+def _hold_tasks(marks: str) -> None:
+    """Run on each worker: its telemetry tasks say they started, then wait for `go` (so one can be killed mid-task).
+    A worker the nanny restarts after a kill is a fresh process, without this."""
+    import os
+    import time
+    from pathlib import Path
+
+    from gpuledger.analytics import dask_engine
+
+    real = dask_engine.telemetry_day
+
+    def held(lake, day, *args):
+        Path(marks, f"started-{os.getpid()}-{day}").touch()
+        while not Path(marks, "go").exists():
+            time.sleep(0.05)
+        return real(lake, day, *args)
+
+    dask_engine.telemetry_day = held
+
+
+def _wait_for(found, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not (got := found()):
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+    return got
+
+
+@pytest.mark.parametrize("allowed_failures", [0, 3], ids=["fails", "dask-retries"])
+def test_worker_killed_mid_run(tmp_path, allowed_failures):
+    local, lake = _copies(tmp_path, "local", "lake", days=2)
+    run(local, until_s=END)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
+        cluster = _cluster()
+    with cluster, Client(cluster, set_as_default=False) as client:
+        client.run(_hold_tasks, str(marks))
+        outcome = {}
+
+        def analyze():
+            try:
+                outcome["reports"] = run(lake, until_s=END, scheduler=cluster.scheduler_address)
+            except ClusterError as e:
+                outcome["error"] = e
+
+        t = threading.Thread(target=analyze)
+        t.start()
+        started = _wait_for(lambda: sorted(marks.glob("started-*")))
+        os.kill(int(started[0].name.split("-")[1]), signal.SIGKILL)
+        assert not any(table_files(lake, job) for job in TELEMETRY)  # nothing of the pass is visible mid-run
+        (marks / "go").touch()
+        t.join(120)
+        assert not t.is_alive()
+        if allowed_failures == 0:
+            msg = str(outcome["error"])
+            assert "failed for day(s) 2026-1" in msg and "\n" not in msg, msg
+            assert cluster.scheduler_address in msg
+            # The chunk (all three days) was not published, and the watermark did not move.
+            assert not any(table_files(lake, job) for job in TELEMETRY)
+            assert watermark(lake, "gpu_5min") is None
+        else:
+            assert "error" not in outcome, outcome
+            assert_same_lake(local, lake)
+        assert not list(lake.glob("*/date=*/.*.tmp"))
+        run(lake, until_s=END, scheduler=cluster.scheduler_address)  # the re-run completes
+    assert_same_lake(local, lake)
+
+
+def _files(lake: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(lake)): (p.stat().st_size, p.stat().st_mtime_ns) for p in lake.rglob("*")}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+def test_scheduler_that_does_not_answer(cli, small_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(small_lake, lake)
+    before = _files(lake)
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(f'[analytics]\nscheduler = "{address}"\n')  # the config key, as `up` would use it
+    r = cli("analyze", "--lake", lake, "--config", config, "--to", TO)
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines() == [
+        f"Error: cluster error: Dask scheduler {address} does not answer within 5 s"
+    ]
+    assert _files(lake) == before
+
+
+def test_scheduler_address_is_checked(cli, small_lake, tmp_path):
+    lake = tmp_path / "lake"
+    shutil.copytree(small_lake, lake)
+    before = _files(lake)
+    r = cli("analyze", "--lake", lake, "--scheduler", "localhost", "--to", TO)
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines() == [
+        "Error: cluster error: Dask scheduler address 'localhost' is not tcp://HOST:PORT (or tls://HOST:PORT)"
+    ]
+    assert _files(lake) == before
