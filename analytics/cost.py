@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Rate
 
 
@@ -85,23 +86,26 @@ def cost_daily(
     out = (
         allocation.filter(pl.col("job_id").is_not_null())
         .group_by(*key, "tenant")
-        .agg(pl.col("gpu_hours").sum(), pl.when(priced_all).then(pl.col("cost_usd").sum()).alias("cost_usd"))
+        .agg(exact_sum(pl.col("gpu_hours")), pl.when(priced_all).then(exact_sum(pl.col("cost_usd"))).alias("cost_usd"))
         .select("cluster", "date", "tenant", "gpu_model", "gpu_hours", "cost_usd")
+        # In a fixed order: a group-by's rows come in any order, and the per-model sums below over them differed in
+        # the last bit from run to run (so did every idle share, and two runs of one lake wrote different rows).
+        .sort(*key, "tenant", nulls_last=True)
     )
     # A job on a GPU nobody named has no idle row, so it never reduces another GPU's idle time.
     idle = (
         allocation.filter(pl.col("job_id").is_null() & pl.col("gpu_uuid").is_not_null())
         .group_by(key)
         .agg(
-            pl.col("gpu_hours").sum().alias("idle_hours"),
-            pl.when(priced_all).then(pl.col("cost_usd").sum()).alias("idle_usd"),
+            exact_sum(pl.col("gpu_hours")).alias("idle_hours"),
+            pl.when(priced_all).then(exact_sum(pl.col("cost_usd"))).alias("idle_usd"),
         )
     )
     unpriced = sorted(
         {m for m in out.filter(pl.col("cost_usd").is_null())["gpu_model"] if m}
         | {m for m in idle.filter(pl.col("idle_usd").is_null())["gpu_model"] if m}
     )
-    alloc_by_model = out.group_by(key).agg(pl.col("cost_usd").sum().alias("model_cost"))
+    alloc_by_model = out.group_by(key).agg(exact_sum(pl.col("cost_usd")).alias("model_cost"))
     if idle_policy == "proportional":
         shares = out.join(idle.select(*key, "idle_usd"), on=key, how="left", nulls_equal=True).join(
             alloc_by_model, on=key, how="left", nulls_equal=True
@@ -123,7 +127,7 @@ def cost_daily(
         )
         if idle_policy == "platform":
             out = out.group_by("cluster", "date", "tenant", "gpu_model").agg(
-                pl.col("gpu_hours").sum(), pl.col("cost_usd").sum(), pl.col("idle_share_usd").sum()
+                exact_sum(pl.col("gpu_hours")), exact_sum(pl.col("cost_usd")), exact_sum(pl.col("idle_share_usd"))
             )
     return out.sort("date", "gpu_model", "tenant", nulls_last=True), unpriced
 
@@ -157,8 +161,8 @@ def _max_of_request_and_use(
         .filter(pl.col("hour").dt.date() == pl.col("date"))
     )
     total_share = hourly.group_by("gpu_uuid", "hour").agg(pl.col("share").sum().alias("_shares"))
-    joined = hourly.join(total_share, on=["gpu_uuid", "hour"], how="left").join(
-        usage.select("gpu_uuid", "hour", "busy_ratio"), on=["gpu_uuid", "hour"], how="left"
+    joined = hourly.join(total_share, on=["gpu_uuid", "hour"], how="left", maintain_order="left").join(
+        usage.select("gpu_uuid", "hour", "busy_ratio"), on=["gpu_uuid", "hour"], how="left", maintain_order="left"
     )
     h_start = pl.max_horizontal(pl.col("start"), pl.col("hour"))
     h_end = pl.min_horizontal(pl.col("end"), pl.col("hour") + pl.duration(hours=1))
@@ -183,13 +187,18 @@ def energy_daily(alloc_hours: pl.LazyFrame, hourly: pl.LazyFrame, usd_per_kwh: f
             hourly.select("gpu_uuid", "hour", "energy_wh", pl.col("model").alias("_seen")),
             on=["gpu_uuid", "hour"],
             how="inner",
+            maintain_order="left",  # each group's floats added in one order, run after run
         )
         .with_columns(
             (pl.col("energy_wh") * pl.col("gpu_hours") / 1000).alias("energy_kwh"),
             pl.col("hour").dt.date().alias("date"),
             pl.coalesce("_seen", "gpu_model").alias("gpu_model"),
         )
-        .group_by("cluster", "date", "tenant", "gpu_model")
-        .agg(pl.col("energy_kwh").sum())
+        # Summed in a fixed order: the join's rows come in any order, and the sums differed in the last bit between
+        # two runs of one lake. (A sort inside .agg(), or before a group-by that need not keep order, is optimised
+        # away in a lazy query; maintain_order keeps this one.)
+        .sort("cluster", "date", "tenant", "gpu_model", "energy_kwh", nulls_last=True)
+        .group_by("cluster", "date", "tenant", "gpu_model", maintain_order=True)
+        .agg(exact_sum(pl.col("energy_kwh")))
         .with_columns((pl.col("energy_kwh") * usd_per_kwh).alias("energy_usd"))
     )

@@ -30,6 +30,7 @@ import polars as pl
 
 from gpuledger import schema
 from gpuledger.analytics.cost import _max_of_request_and_use, rate_frame, split_days
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Rate, match_model
 
 UTC = dt.timezone.utc
@@ -87,17 +88,53 @@ def _overlap_h(a_start: str, a_end: str, b_start: str, b_end: str) -> pl.Expr:
     ) / 3.6e9
 
 
-def _gpus(hourly: pl.LazyFrame) -> pl.LazyFrame:
-    """Per GPU or MIG UUID seen in telemetry: the physical GPU it is on, its model and node (latest seen)."""
-    return (
-        hourly.sort("hour")
-        .group_by("gpu_uuid")
-        .agg(
-            pl.col("parent_gpu_uuid").drop_nulls().last(),
-            pl.col("model").drop_nulls().last().alias("gpu_model_seen"),
-            pl.col("node").drop_nulls().last().alias("gpu_node"),
+_SEEN = {"parent_gpu_uuid": "parent_gpu_uuid", "model": "gpu_model_seen", "node": "gpu_node"}
+
+
+def gpu_attributes(hourly: pl.LazyFrame) -> pl.DataFrame:
+    """Per GPU or MIG UUID in `hourly`: for each of parent GPU, model and node, the last value seen and its hour."""
+    h = hourly.select("gpu_uuid", "hour", *_SEEN).collect()
+    out = h.select("gpu_uuid").unique()
+    for col, name in _SEEN.items():
+        last = (
+            h.filter(pl.col(col).is_not_null())
+            .sort("hour")
+            .group_by("gpu_uuid")
+            .agg(pl.col(col).last().alias(name), pl.col("hour").last().alias(f"{name}_hour"))
         )
-        .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("resource_uuid"))
+        out = out.join(last, on="gpu_uuid", how="left")
+    return out
+
+
+def gpus_seen(before: pl.DataFrame | None, days: list[pl.DataFrame]) -> pl.DataFrame:
+    """gpu_attributes of more hours merged into `before`'s: the later value of each attribute wins (a day seen
+    again replaces what it said before, later days what earlier ones said)."""
+    frames = [f for f in ([before] if before is not None else []) + days if f.height]
+    if not frames:
+        cols = {"gpu_uuid": pl.String}
+        for name in _SEEN.values():
+            cols |= {name: pl.String, f"{name}_hour": _US}
+        return pl.DataFrame(schema=cols)
+    allf = pl.concat(frames, how="vertical_relaxed").with_row_index("_k")
+    out = allf.select("gpu_uuid").unique()
+    for name in _SEEN.values():
+        last = (
+            allf.filter(pl.col(name).is_not_null())
+            .sort(f"{name}_hour", "_k")
+            .group_by("gpu_uuid")
+            .agg(pl.col(name).last(), pl.col(f"{name}_hour").last())
+        )
+        out = out.join(last, on="gpu_uuid", how="left")
+    return out.sort("gpu_uuid")
+
+
+def _gpus(hourly: pl.LazyFrame, seen: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """Per GPU or MIG UUID seen in telemetry: the physical GPU it is on, its model and node (latest seen).
+    `seen`: gpus_seen's frame, when the caller keeps it across runs rather than reading all of gpu_hourly."""
+    if seen is None:
+        seen = gpu_attributes(hourly).lazy()
+    return seen.select("gpu_uuid", *_SEEN.values()).with_columns(
+        pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("resource_uuid")
     )
 
 
@@ -107,7 +144,14 @@ def _in_periods(frame: pl.LazyFrame, periods: pl.DataFrame, model: str, start: s
     p = periods.lazy().with_columns(pl.col("period_start").dt.date().alias("_day"))
     return (
         frame.with_columns(pl.col(start).dt.date().alias("_day"))
-        .join(p, left_on=[model, "_day"], right_on=["gpu_model", "_day"], how="inner", nulls_equal=True)
+        .join(
+            p,
+            left_on=[model, "_day"],
+            right_on=["gpu_model", "_day"],
+            how="inner",
+            nulls_equal=True,
+            maintain_order="left",
+        )
         .with_columns(_overlap_h(start, end, "period_start", "period_end").alias("_h"))
         .filter(pl.col("_h") > 0)
     )
@@ -120,15 +164,18 @@ def cost_allocation(
     start: dt.datetime,
     end: dt.datetime,
     method: str = "request",
+    seen: pl.LazyFrame | None = None,
 ) -> pl.DataFrame:
-    """The rows of the cost_allocation table for [start, end) (see the module docstring)."""
+    """The rows of the cost_allocation table for [start, end) (see the module docstring).
+
+    `seen`: each GPU's model, node and parent as telemetry last reported them (gpus_seen), else read from `hourly`."""
     if method not in ("request", "max"):
         raise ValueError(f"method must be request or max, got {method!r}")
     rates = list(rates)
-    gpus = _gpus(hourly)
+    gpus = _gpus(hourly, seen)
     # A job's GPU: the physical one (a MIG slice's parent), priced by the model telemetry saw on it, else the job's.
     a = (
-        allocs.join(gpus, on="gpu_uuid", how="left")
+        allocs.join(gpus, on="gpu_uuid", how="left", maintain_order="left")
         .with_columns(
             pl.coalesce("resource_uuid", "gpu_uuid").alias("resource_uuid"),  # null: no GPU named
             pl.when(pl.col("resource_uuid").is_not_null() & (pl.col("resource_uuid") != pl.col("gpu_uuid")))
@@ -165,26 +212,29 @@ def cost_allocation(
         _in_periods(pieces, periods, "gpu_model", "piece_start", "piece_end")
         .group_by("cluster", "resource_uuid", "period_start", "job_id", "slice_uuid")
         .agg(
-            (pl.col("_gpus") * pl.col("_h")).sum().alias("gpu_hours"),
+            exact_sum(pl.col("_gpus") * pl.col("_h")).alias("gpu_hours"),
             *[pl.col(c).first() for c in (*_PERIOD_COLS, "tenant", "namespace", "pod")],
         )
         .rename({"resource_uuid": "gpu_uuid"})
         .collect()
+        # Sorted: the per-GPU sums below add the jobs' floats in one order, run after run.
+        .sort("cluster", "gpu_uuid", "period_start", "job_id", "slice_uuid", nulls_last=True)
     )
     reported = (
         _in_periods(cap, periods, "gpu_model", "_s", "_e")
         .group_by("cluster", "gpu_uuid", "period_start")
         .agg(
-            pl.col("_h").sum().alias("reported_h"),
+            exact_sum(pl.col("_h")).alias("reported_h"),
             *[pl.col(c).first() for c in _PERIOD_COLS],
         )
         .collect()
+        .sort("cluster", "gpu_uuid", "period_start")
     )
     key = ["cluster", "gpu_uuid", "period_start"]
     on_gpus = jobs.filter(pl.col("gpu_uuid").is_not_null())
     charged = (
         on_gpus.group_by(key)
-        .agg(pl.col("gpu_hours").sum().alias("_jobs_h"))
+        .agg(exact_sum(pl.col("gpu_hours")).alias("_jobs_h"))
         .join(_charged_while_reporting(pieces, periods, cap), on=key, how="left")
     )
     origin_cols = ["period_end", "gpu_model", "rate_model", "usd_per_gpu_hour", "node"]
@@ -247,7 +297,7 @@ def cost_allocation(
             "method",
             "date",
         )
-        .sort("period_start", "gpu_uuid", "job_id", nulls_last=True)
+        .sort("period_start", "gpu_uuid", "job_id", "slice_uuid", "cluster", nulls_last=True)
     )
 
 
@@ -275,10 +325,16 @@ def _charged_while_reporting(pieces: pl.LazyFrame, periods: pl.DataFrame, cap: p
         pl.min_horizontal("piece_end", "period_end").alias("_he"),
     )
     return (
-        held.join(runs, left_on=["cluster", "resource_uuid"], right_on=["cluster", "gpu_uuid"], how="inner")
+        held.join(
+            runs.sort("cluster", "gpu_uuid", "_run"),
+            left_on=["cluster", "resource_uuid"],
+            right_on=["cluster", "gpu_uuid"],
+            how="inner",
+            maintain_order="left_right",
+        )
         .with_columns(_overlap_h("_hs", "_he", "_rs", "_re").alias("_in_run_h"))
         .group_by("cluster", "resource_uuid", "period_start")
-        .agg((pl.col("_gpus") * pl.col("_in_run_h")).sum().alias("_jobs_reported_h"))
+        .agg(exact_sum(pl.col("_gpus") * pl.col("_in_run_h")).alias("_jobs_reported_h"))
         .rename({"resource_uuid": "gpu_uuid"})
         .collect()
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
+
 TICKS_PER_HOUR = 12  # queue_depth's 5-minute ticks
 UNKNOWN_MODEL = "unknown"
 
@@ -25,9 +27,9 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
         .group_by(key)
         .agg(
             pl.len().cast(pl.Int64).alias("gpus"),
-            pl.col("allocated_ratio").fill_null(0.0).sum().alias("allocated_gpus"),
-            pl.col("busy_ratio").fill_null(0.0).sum().alias("busy_gpus"),
-            (pl.col("energy_wh").fill_null(0.0).sum() / 1000).alias("energy_kwh"),
+            exact_sum(pl.col("allocated_ratio").fill_null(0.0)).alias("allocated_gpus"),
+            exact_sum(pl.col("busy_ratio").fill_null(0.0)).alias("busy_gpus"),
+            (exact_sum(pl.col("energy_wh").fill_null(0.0)) / 1000).alias("energy_kwh"),
         )
     )
     waiting = (
@@ -35,7 +37,7 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(pl.col("ts").dt.truncate("1h").alias("hour"))
         .group_by(key)
         .agg(
-            (pl.col("pending_gpus").sum() / TICKS_PER_HOUR).alias("pending_gpus"),
+            (exact_sum(pl.col("pending_gpus")) / TICKS_PER_HOUR).alias("pending_gpus"),
             pl.col("pending_gpus").max().alias("pending_gpus_max"),
             pl.col("pending_jobs").max().cast(pl.Int64).alias("pending_jobs_max"),
         )

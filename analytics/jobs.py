@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import polars as pl
 
 FINAL = ("succeeded", "failed", "cancelled", "preempted")
@@ -79,33 +80,50 @@ def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
     )
 
 
-def with_use_and_cost(stats: pl.LazyFrame, job_hours: pl.LazyFrame, allocated_cost: pl.LazyFrame) -> pl.LazyFrame:
-    """job_stats with what each job did with its GPUs and what that cost.
+def _segment_sums(frame: pl.DataFrame, key: list[str], cols: list[str]) -> pl.DataFrame:
+    """Per run of equal `key` values (frame sorted by key): each col's sum, added left to right by numpy.
+
+    Not polars' group_by: its threads add partial sums whose split depends on the frame's size, so a job's sum would
+    differ in its last bits between a run that sums one job and one that sums all; here it depends on its rows only."""
+    ids = frame.select(pl.struct(key).rle_id()).to_series().to_numpy()
+    starts = np.flatnonzero(np.diff(ids, prepend=-1))
+    sums = {c: np.add.reduceat(frame[c].fill_null(0.0).to_numpy().astype(np.float64), starts) for c in cols}
+    return pl.DataFrame({**{k: frame[k].gather(starts) for k in key}, **sums})
+
+
+def use_and_cost(job_hours: pl.DataFrame, allocated_cost: pl.DataFrame) -> pl.DataFrame:
+    """Per job (cluster, job_id): what it did with its GPUs and what that cost, job_stats' last columns.
 
     From job_hourly: allocated, busy and idle (waste rule) GPU-hours; efficiency = busy / allocated, both over the
     hours its GPUs reported in (an hour without telemetry is neither busy nor idle). From cost_allocation: cost_usd, the
-    sum of its rows, null when any of them is unpriced (never a partial sum passed off as the whole).
+    sum of its rows, null when any of them is unpriced (never a partial sum passed off as the whole). Each job's rows
+    are summed in a fixed order, so the figures do not depend on which other jobs were summed with it.
     """
     key = ["cluster", "job_id"]
-    use = job_hours.group_by(key).agg(
-        pl.col("allocated_gpu_hours").sum(),
-        pl.col("busy_gpu_hours").sum(),
-        pl.col("idle_gpu_hours").sum(),
-        pl.col("allocated_gpu_hours").filter(pl.col("measured")).sum().alias("_measured_h"),
-        pl.col("busy_gpu_hours").filter(pl.col("measured")).sum().alias("_measured_busy_h"),
+    h = job_hours.sort(*key, "hour").with_columns(
+        pl.when(pl.col("measured")).then(pl.col("allocated_gpu_hours")).otherwise(0.0).alias("_measured_h"),
+        pl.when(pl.col("measured")).then(pl.col("busy_gpu_hours")).otherwise(0.0).alias("_measured_busy_h"),
     )
-    cost = (
-        allocated_cost.filter(pl.col("job_id").is_not_null())
-        .group_by(key)
-        .agg(pl.when(pl.col("cost_usd").is_not_null().all()).then(pl.col("cost_usd").sum()).alias("cost_usd"))
+    cols = ["allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "_measured_h", "_measured_busy_h"]
+    if h.height:
+        use = _segment_sums(h, key, cols)
+    else:
+        use = pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String, **dict.fromkeys(cols, pl.Float64)})
+    use = use.with_columns(
+        pl.when(pl.col("_measured_h") > 0).then(pl.col("_measured_busy_h") / pl.col("_measured_h")).alias("efficiency")
+    ).drop("_measured_h", "_measured_busy_h")
+    c = allocated_cost.filter(pl.col("job_id").is_not_null()).sort(
+        *key, "period_start", "gpu_uuid", "slice_uuid", nulls_last=True
     )
-    return (
-        stats.join(use, on=key, how="left")
-        .join(cost, on=key, how="left")
-        .with_columns(
-            pl.when(pl.col("_measured_h") > 0)
-            .then(pl.col("_measured_busy_h") / pl.col("_measured_h"))
-            .alias("efficiency")
+    if c.height:
+        cost = _segment_sums(
+            c.with_columns(pl.col("cost_usd").is_null().cast(pl.Float64).alias("_unpriced")),
+            key,
+            ["cost_usd", "_unpriced"],
         )
-        .drop("_measured_h", "_measured_busy_h")
-    )
+        cost = cost.with_columns(pl.when(pl.col("_unpriced") == 0).then(pl.col("cost_usd")).alias("cost_usd")).drop(
+            "_unpriced"
+        )
+    else:
+        cost = pl.DataFrame(schema={"cluster": pl.String, "job_id": pl.String, "cost_usd": pl.Float64})
+    return use.join(cost, on=key, how="full", coalesce=True, nulls_equal=True).sort(key)

@@ -10,6 +10,8 @@ import datetime as dt
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
+
 DEFAULT_BY = ("tenant", "queue", "gpu_model", "size_bucket")
 
 
@@ -53,7 +55,7 @@ def queue_depth(
             ]
         )
         .group_by(*by, "t")
-        .agg(pl.col("d_jobs").sum(), pl.col("d_gpus").sum())
+        .agg(pl.col("d_jobs").sum(), exact_sum(pl.col("d_gpus")))
         .sort(*by, "t")
         .with_columns(
             pl.col("d_jobs").cum_sum().over(by or None).alias("pending_jobs")

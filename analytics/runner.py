@@ -2,9 +2,8 @@
 
 Telemetry jobs (gpu_hourly) recompute every (UTC day, node) partition touched since the watermark minus a
 look-back (late samples from a spool flush land within it) and rewrite that partition's single output file.
-Job-level tables (job_stats, gpu_allocations) are small next to telemetry (one row per job, not per sample):
-they are recomputed whole each run, and files of partitions a job left (its node was set when it was bound)
-are removed after the new ones are in place. The same input gives the same files, so re-running changes nothing.
+Job-level tables recompute only the days and jobs new data can change (analytics/incremental.py); the snapshot
+tables (WHOLE) are recomputed whole. The same input gives the same files, so re-running changes nothing.
 """
 
 from __future__ import annotations
@@ -21,16 +20,13 @@ import polars as pl
 
 from gpuledger import schema
 from gpuledger.analytics.allocation import allocations, gpu_of_pod
-from gpuledger.analytics.cost import cost_daily, energy_daily
-from gpuledger.analytics.cost_allocation import cost_allocation
 from gpuledger.analytics.decisions import checked_models, decayed_usage, decisions
-from gpuledger.analytics.fleet import fleet_hourly
 from gpuledger.analytics.forecast import demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
-from gpuledger.analytics.jobs import job_stats, latest, with_use_and_cost
-from gpuledger.analytics.queue_time import queue_depth
-from gpuledger.analytics.utilization import job_5min, job_hourly
+from gpuledger.analytics.incremental import job_tables
+from gpuledger.analytics.jobs import job_stats, latest
+from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import allocation_hours, idle_holds
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.config import Config, defaults
@@ -90,15 +86,6 @@ def _allocations_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
     return allocations(jobs, now, pods).collect()
 
 
-def _queue_depth(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    stats = _stats(lake, now)
-    first = stats.select(pl.col("submitted_at").min()).collect().item()
-    if first is None:
-        return pl.LazyFrame(schema=schema.table("queue_depth").polars_schema).drop("date")
-    start = first.replace(minute=first.minute - first.minute % 5, second=0, microsecond=0)
-    return queue_depth(stats, start, now, "5m").with_columns(pl.lit(cfg.cluster).alias("cluster"))
-
-
 def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     """The config's tenants, so SQL (chargeback against budgets) can read them from the lake like everything else."""
     return pl.LazyFrame(
@@ -113,54 +100,6 @@ def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         },
         schema=schema.table("tenants").file_schema,
     )
-
-
-def _cost(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    """cost_allocation, as just written this run, per tenant and day with idle capacity shared back: one pricing and
-    one idle time for every cost figure (cost_daily and the FOCUS export agree to the cent)."""
-    allocs = _allocations(lake, now)
-    allocation = scan(lake, "cost_allocation").collect()
-    if allocation.is_empty():
-        return pl.LazyFrame(schema=schema.table("cost_daily").polars_schema).drop("date")
-    a = cfg.analytics
-    out, unpriced = cost_daily(allocation, a.idle_policy, a.platform_tenant or None)
-    if unpriced:
-        log.warning(
-            "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
-            "before its first effective_from); that time's cost is null: add rates that cover it",
-            ", ".join(unpriced),
-        )
-    energy = energy_daily(allocation_hours(allocs), scan(lake, "gpu_hourly"), a.usd_per_kwh).collect()
-    out = out.join(energy, on=["cluster", "date", "tenant", "gpu_model"], how="left", nulls_equal=True)
-    return (
-        out.lazy()
-        .with_columns(
-            pl.col("date").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("day_start"),
-            pl.lit(a.cost_method).alias("method"),
-        )
-        .drop("date")
-    )
-
-
-def _cost_allocation(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    """Each GPU's time per charge period split among the jobs that held it (the FOCUS export's rows)."""
-    allocs = _allocations(lake, now)
-    hourly = scan(lake, "gpu_hourly")
-    firsts = [
-        allocs.select(pl.col("start").min()).collect().item(),
-        hourly.select(pl.col("hour").min()).collect().item(),
-    ]
-    firsts = [f for f in firsts if f is not None]
-    if not firsts:
-        return pl.LazyFrame(schema=schema.table("cost_allocation").polars_schema).drop("date")
-    start = dt.datetime.combine(min(firsts).date(), dt.time(), dt.timezone.utc)
-    out = cost_allocation(allocs, hourly, cfg.rates, start, now, cfg.analytics.cost_method)
-    return out.lazy().drop("date")
-
-
-def _job_stats(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    """Per job: wait, run time, GPU-hours, and (from the tables written before it this run) use and cost."""
-    return with_use_and_cost(_stats(lake, now), scan(lake, "job_hourly"), scan(lake, "cost_allocation"))
 
 
 def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
@@ -201,21 +140,9 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
     return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
 
 
-# Recomputed whole each run, in this order (job_stats reads job_hourly and cost_allocation, decisions the cost and
-# idle_holds, all as just written): name -> compute(lake, now, cfg).
+# Recomputed whole each run after the job-level tables (analytics/incremental.py), in this order (demand_forecast
+# reads fleet_hourly, decisions the cost and idle_holds, all as just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "gpu_allocations": lambda lake, now, cfg: _allocations(lake, now),
-    "job_hourly": lambda lake, now, cfg: job_hourly(
-        _allocations(lake, now),
-        scan(lake, "gpu_hourly"),
-        cfg.analytics.waste_threshold_pct,
-        cfg.analytics.waste_window_h,
-    ),
-    "cost_allocation": _cost_allocation,
-    "cost_daily": _cost,  # cost_allocation regrouped, so after it
-    "job_stats": _job_stats,
-    "queue_depth": lambda lake, now, cfg: _queue_depth(lake, now, cfg),
-    "fleet_hourly": lambda lake, now, cfg: fleet_hourly(scan(lake, "gpu_hourly"), scan(lake, "queue_depth")),
     "demand_forecast": lambda lake, now, cfg: demand_forecast(scan(lake, "fleet_hourly"), now),
     "idle_holds": lambda lake, now, cfg: idle_holds(
         _allocations(lake, now).filter(pl.col("open")), scan(lake, "gpu_hourly"), cfg.analytics.waste_threshold_pct, now
@@ -243,26 +170,14 @@ def watermark(lake: Path, job: str) -> float | None:
 
 
 def run(
-    lake: Path,
-    until_s: float | None = None,
-    from_s: float | None = None,
-    cfg: Config | None = None,
-    scheduler: str | None = None,
+    lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
 ) -> list[RunReport]:
-    """`scheduler` (else [analytics] scheduler): a Dask scheduler's address, whose workers run the telemetry pass
-    (analytics/dask_engine.py); ClusterError, before the lake is touched, if it does not answer."""
-    address = scheduler if scheduler is not None else (cfg or defaults()).analytics.scheduler
-    if not address:
-        # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
-        with rewriting(lake):
-            return _run(lake, until_s, from_s, cfg)
-    from gpuledger.analytics.dask_engine import DaskEngine  # only here: the local path never imports Dask
-
-    with DaskEngine(address) as engine, rewriting(lake):
-        return _run(lake, until_s, from_s, cfg, engine)
+    # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
+    with rewriting(lake):
+        return _run(lake, until_s, from_s, cfg)
 
 
-def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None, engine=None) -> list[RunReport]:
+def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None) -> list[RunReport]:
     cfg = cfg or defaults()
     # The lake may have changed since the last run, even for the same `until`.
     _allocations_frame.cache_clear()
@@ -292,79 +207,51 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         # The rollups are written a few days at a time, so a year-long first run holds a week of them, not the
         # year (job_5min alone would be ~75M rows for a year of 1,000 GPUs).
         days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
-        chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
-        allocs = _allocations(lake, hi).filter(pl.col("end") > lo).collect()
-        done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
-        # Each chunk's files are in the lake before the next chunk's results are taken.
-        if engine is None:
-            written = _telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
-        else:
-            written = engine.telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
-        for chunk_done in written:
-            for job, (rows, seconds) in chunk_done.items():
-                done[job][0] += rows
-                done[job][1] += seconds
+        allocs = _allocations(lake, hi).filter(pl.col("end") > lo)
+        done = {job: [0, 0.0] for job in ("gpu_5min", "gpu_hourly", "job_5min")}  # rows, seconds
+        for k in range(0, len(days), CHUNK_DAYS):
+            chunk = days[k : k + CHUNK_DAYS]
+            c_lo = max(lo, dt.datetime.combine(chunk[0], dt.time(), dt.timezone.utc))
+            c_hi = min(hi, dt.datetime.combine(chunk[-1], dt.time(), dt.timezone.utc) + dt.timedelta(days=1))
+            mark = time.perf_counter()
+            five = pl.concat(
+                [
+                    gpu_5min(
+                        scan(lake, "gpu_samples", date=d).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+                    ).collect()
+                    for d in chunk
+                ],
+                how="vertical",
+            )
+            hourly = gpu_hourly(five.lazy()).collect()
+            # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the chunk.
+            held = allocs.filter((pl.col("end") > _lit(c_lo)) & (pl.col("start") < _lit(c_hi))).with_columns(
+                pl.max_horizontal("start", _lit(c_lo)).alias("start"), pl.min_horizontal("end", _lit(c_hi)).alias("end")
+            )
+            j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
+            for job, out in (("gpu_5min", five), ("gpu_hourly", hourly), ("job_5min", j5)):
+                out = _keep_rows_before(lake, job, out, lo)
+                writer.write_partitions(job, out, job)
+                done[job][0] += out.height
+                done[job][1] += time.perf_counter() - mark  # gpu_5min's time includes the pass over the samples
+                mark = time.perf_counter()
         for job, (rows, seconds) in done.items():
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
             reports.append(RunReport(job, len(days), rows, seconds))
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
     if has_data(lake, "jobs"):
+        write_whole = lambda table, frame: _run_whole(lake, writer, table, frame.lazy())  # noqa: E731
+        allocs, stats = _allocations_frame(str(lake), now), _stats_frame(str(lake), now)
+        job_level = job_tables(lake, writer, now, cfg, allocs, stats, write_whole, from_s)
+        reports += [RunReport(*r) for r in job_level]
         for job, compute in WHOLE.items():
             t0 = time.perf_counter()
-            r = _run_whole(lake, writer, job, compute(lake, now, cfg))
-            r.seconds = time.perf_counter() - t0
-            reports.append(r)
+            days, rows = _run_whole(lake, writer, job, compute(lake, now, cfg))
+            reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
         frag = _fragmentation(lake, writer, until_s, cfg, from_s)
         if frag is not None:
             reports.append(frag)
     return reports
-
-
-TELEMETRY = ("gpu_5min", "gpu_hourly", "job_5min")  # the tables of the pass over raw samples, one UTC day at a time
-
-
-def telemetry_day(
-    lake: Path | str, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
-) -> dict[str, pl.DataFrame]:
-    """The TELEMETRY tables' rows for UTC day `day` of the window [lo, hi), with a `date` column: the unit of work
-    of the pass over raw samples, run in this process or on a Dask worker (analytics/dask_engine.py).
-
-    `allocs`: allocation intervals (gpu_allocations' columns) overlapping the day; others are dropped here. Rows of
-    the day before `lo` are kept from the file they will replace (_keep_rows_before)."""
-    midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
-    d_lo, d_hi = max(lo, midnight), min(hi, midnight + dt.timedelta(days=1))
-    five = gpu_5min(scan(lake, "gpu_samples", date=day).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi)))
-    # Both sorted by their key: a group-by's rows come in any order, and sums over them (the hourly rollup here; the
-    # job-level tables over the files) then differed in the last bit (energy_wh in 9 of 576 rows between two runs of
-    # one lake, and again between a local run and a Dask worker's). Sorted, every run writes the same files.
-    key = ("cluster", "node", "gpu_uuid", "parent_gpu_uuid")
-    five = five.collect().sort(*key, "bucket_start")
-    hourly = gpu_hourly(five.lazy()).collect().sort(*key, "hour")
-    # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the day. No bucket crosses
-    # midnight, so a day at a time gives the rows a longer window would. An empty window (`hi` at midnight) holds none.
-    held = allocs.lazy().filter((pl.col("end") > _lit(d_lo)) & (pl.col("start") < _lit(d_hi)) & pl.lit(d_lo < d_hi))
-    held = held.with_columns(
-        pl.max_horizontal("start", _lit(d_lo)).alias("start"), pl.min_horizontal("end", _lit(d_hi)).alias("end")
-    )
-    j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
-    return {job: _keep_rows_before(lake, job, out, lo) for job, out in zip(TELEMETRY, (five, hourly, j5), strict=True)}
-
-
-def _telemetry_chunks(lake: Path, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame):
-    """The pass in this process: per chunk of days, {table: (rows, seconds)} once its files are written.
-    gpu_5min's seconds include computing all three tables (they come from one pass over the samples)."""
-    for chunk in chunks:
-        mark = time.perf_counter()
-        outs = [telemetry_day(lake, d, lo, hi, allocs) for d in chunk]
-        seconds = {"gpu_5min": time.perf_counter() - mark}
-        rows = {}
-        for job in TELEMETRY:
-            mark = time.perf_counter()
-            out = pl.concat([o[job] for o in outs], how="vertical")
-            writer.write_partitions(job, out, job)
-            rows[job] = out.height
-            seconds[job] = seconds.get(job, 0.0) + time.perf_counter() - mark
-        yield {job: (rows[job], seconds[job]) for job in TELEMETRY}
 
 
 def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
@@ -409,7 +296,7 @@ def _fragmentation(
     return RunReport("fragmentation", out["date"].n_unique() if out.height else 0, out.height, time.perf_counter() - t0)
 
 
-def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> RunReport:
+def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tuple[int, int]:
     """Recompute a job-level table; rewrite only the partitions whose rows changed since the last run.
 
     A manifest of per-partition content hashes (`_state/analytics/<table>.partitions.json`) makes an incremental
@@ -441,8 +328,7 @@ def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> Ru
             for old in gone:
                 old.unlink()
     write_bytes_atomic(manifest_path, json.dumps(after, sort_keys=True).encode())
-    days = out["date"].n_unique() if out.height else 0
-    return RunReport(job, days, out.height)
+    return (out["date"].n_unique() if out.height else 0), out.height
 
 
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.waste import (
     DEFAULT_THRESHOLD_PCT,
     DEFAULT_WINDOW_H,
@@ -32,11 +33,11 @@ def _job_attrs() -> list[pl.Expr]:
 def _gpu_hour_aggs() -> list[pl.Expr]:
     """Allocated, busy and SM-active GPU-hours of a group of allocation pieces (the rules in the docstring)."""
     return [
-        pl.col("gpu_hours").sum().alias("allocated_gpu_hours"),
-        (pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).sum().alias("busy_gpu_hours"),
+        exact_sum(pl.col("gpu_hours")).alias("allocated_gpu_hours"),
+        exact_sum(pl.col("gpu_hours") * pl.col("util_gpu_pct_mean") / 100).alias("busy_gpu_hours"),
         # Null when no GPU of the job reported SM activity (a sum of nulls would read as 0).
         pl.when(pl.col("sm_active_ratio_mean").is_not_null().any())
-        .then((pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")).sum())
+        .then(exact_sum(pl.col("gpu_hours") * pl.col("sm_active_ratio_mean")))
         .alias("sm_active_gpu_hours"),
     ]
 
@@ -52,12 +53,14 @@ def job_hourly(
         idle_allocated(allocs, hourly, threshold_pct, window_h)
         .filter(pl.col("wasted"))
         .group_by("job_id", "hour")
-        .agg(pl.col("gpu_hours").sum().alias("idle_gpu_hours"))
+        .agg(exact_sum(pl.col("gpu_hours")).alias("idle_gpu_hours"))
     )
+    # Joins keep the left order: each group's floats are then added in one order, run after run (identical output).
     h = allocation_hours(allocs).join(
         hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean", "sm_active_ratio_mean", "mem_used_bytes_max", "model"),
         on=["gpu_uuid", "hour"],
         how="left",
+        maintain_order="left",
     )
     return (
         h.group_by("cluster", "job_id", "hour")

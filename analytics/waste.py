@@ -46,7 +46,10 @@ def idle_allocated(
 ) -> pl.LazyFrame:
     """Per job, GPU and hour: allocated gpu_hours, util, idle (below threshold), wasted (idle inside a long run)."""
     h = allocation_hours(allocs).join(
-        hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean"), on=["gpu_uuid", "hour"], how="left"
+        hourly.select("gpu_uuid", "hour", "util_gpu_pct_mean"),
+        on=["gpu_uuid", "hour"],
+        how="left",
+        maintain_order="left",
     )
     # No telemetry for an hour is not evidence of idleness: it is neither idle nor busy (and never waste).
     idle = (pl.col("util_gpu_pct_mean") < threshold_pct).fill_null(False)
