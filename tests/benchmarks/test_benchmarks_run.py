@@ -38,6 +38,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"Dask overhead ratio: whole run {N}x +pass over samples {N}x",
         r"same output: yes, every table",
     ),
+    "analytics_incremental.py": (
+        rf"^ +{N} d +{N} s +{N} GB +{N} s +{N} GB +0$",
+        rf"baseline: the {N}-day lake's run after one new hour, {N} s",
+        rf"ratio, {N} days to {N}: {N}x time, {N}x RSS",
+    ),
     "simulate.py": (rf"samples +{N}", rf"throughput +{N} samples/s", rf"baseline +{N} s", rf"ratio +{N}x the bare"),
     "spool_append.py": (
         rf"spool append +median {N} ms +p99 {N} ms",
