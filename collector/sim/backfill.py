@@ -48,10 +48,12 @@ class BackfillReport:
 
 COARSE_WINDOW_S = 31 * 86400  # the coarse history is generated a month of a node at a time (65k samples at 300 s)
 # A window's samples are generated and written by batches of whole nodes of at most this many samples (or one node):
-# ~0.3 GB of frames in a worker. At 3600 s a day of 5,000 8-GPU nodes is one batch, so a closed day is written as
-# one file per table directly (no merge afterwards); at 10 s a batch is 14 such nodes. It depends on the arguments
-# only (never on --workers), so a re-run names the same files and replaces them.
-BATCH_SAMPLES = 1_000_000
+# a worker peaks at ~0.8 kB a sample of its batch (the node's arrays, its frame, the batch's frame and the Parquet
+# writer's buffers), so 0.4 GB above its 0.13 GB at rest, whatever the fleet or the length of the run. At 3600 s a
+# day of 2,600 8-GPU nodes is one batch: a closed day is one file per table, written directly (no merge afterwards);
+# at 10 s a batch is 7 such nodes. It depends on the arguments only (never on --workers), so a re-run names the
+# same files and replaces them.
+BATCH_SAMPLES = 500_000
 
 
 def windows(start_s: int, end_s: int, step_s: int, coarse_until_s: int, coarse_step_s: int) -> list[tuple[int, ...]]:
