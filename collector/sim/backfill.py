@@ -125,8 +125,9 @@ def _run_batch(b: _Batch) -> _BatchResult:
 
 
 def _seen(node: NodeInfo, b: _Batch, samples: pl.DataFrame) -> pl.DataFrame:
-    """The node inventory row of each UTC day of the window: first and last sample of that day (a window within
-    one day says t1 - step, which its last sample is unless the window ends off the grid)."""
+    """The node inventory row of each UTC day of the window: first and last sample of that day. A window within one
+    day says t0 and t1 - step, as the whole-schedule code did (the test compares with its rows): that is the last
+    sample unless the run ends off the step grid, where it is earlier (even before t0: a known quirk, kept)."""
     if b.t1 - b.t0 <= 86400 and samples["ts"][0].date() == samples["ts"][-1].date():
         return node_row(node, b.cluster, b.t0, b.t1 - b.step_s)
     days = samples.group_by(pl.col("ts").dt.date().alias("date")).agg(
