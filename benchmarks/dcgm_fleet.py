@@ -27,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "tests" / "fixtures" / "dcgm" / "l4-aws-kops-gpu-operator-580.105.08.prom"
 FIELDS = 40
+PER_SERVER = 4000
 
 
 def page(node: int) -> bytes:
@@ -84,13 +85,16 @@ def serve(ports_q, n: int, close: bool) -> None:
         asyncio.run(main())
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of processes so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(src, server_pid: int) -> tuple[float, int, float, float]:
+def one_round(src, server_pids: list[int]) -> tuple[float, int, float, float]:
     """(seconds, lake rows, collector CPU s, server CPU s) of one round, its batches taken one at a time."""
     import resource
 
@@ -98,12 +102,12 @@ def one_round(src, server_pid: int) -> tuple[float, int, float, float]:
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
-    c0, s0, t0 = own(), cpu_s(server_pid), time.perf_counter()
+    c0, s0, t0 = own(), cpu_s(server_pids), time.perf_counter()
     rows = 0
     for b in src.collect(time.time()):
         assert b.table != "health_events", b.columns["detail"][:3]
         rows += b.rows
-    return time.perf_counter() - t0, rows, own() - c0, cpu_s(server_pid) - s0
+    return time.perf_counter() - t0, rows, own() - c0, cpu_s(server_pids) - s0
 
 
 def main() -> None:
@@ -119,8 +123,10 @@ def main() -> None:
         a.endpoints, a.rounds, a.concurrency = 4, 1, 4
     import resource
 
+    # Each kept-alive endpoint holds two descriptors on the server side (listener, connection) and one here; a
+    # server process serves at most PER_SERVER endpoints so that every process stays within `ulimit -Hn`.
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    want = a.endpoints + a.concurrency + 256
+    want = max(a.endpoints, 2 * min(a.endpoints, PER_SERVER)) + a.concurrency + 256
     if hard != resource.RLIM_INFINITY and hard < want:
         sys.exit(f"--endpoints {a.endpoints} needs {want} open files; this shell allows {hard} (ulimit -Hn)")
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
@@ -130,11 +136,13 @@ def main() -> None:
     from gpuledger.collector.dcgm.columns import PageReader
     from gpuledger.config import Config
 
-    ctx = mp.get_context("spawn")  # a fresh interpreter: the page server shares nothing with the collector
+    ctx = mp.get_context("spawn")  # fresh interpreters: the page servers share nothing with the collector
     q = ctx.Queue()
-    server = ctx.Process(target=serve, args=(q, a.endpoints, a.close), daemon=True)
-    server.start()
-    ports = q.get(timeout=300)
+    sizes = [min(PER_SERVER, a.endpoints - i) for i in range(0, a.endpoints, PER_SERVER)]
+    servers = [ctx.Process(target=serve, args=(q, n, a.close), daemon=True) for n in sizes]
+    for p in servers:
+        p.start()
+    ports = [port for _ in servers for port in q.get(timeout=300)]
     urls = [f"http://127.0.0.1:{p}/metrics" for p in ports]
     samples_per_page = len(exposition.parse(page(0).decode()))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -142,7 +150,7 @@ def main() -> None:
     def rounds() -> list[tuple[float, int, float, float]]:
         src = ds.DcgmSource(Config(), urls, timeout_s=30, concurrency=a.concurrency, deadline_s=3600)
         try:
-            return [one_round(src, server.pid) for _ in range(a.rounds)]
+            return [one_round(src, [p.pid for p in servers]) for _ in range(a.rounds)]
         finally:
             src.close()
 
@@ -157,7 +165,8 @@ def main() -> None:
             ref = rounds()
         finally:
             PageReader.read, ds.parse = saved
-    server.terminate()
+    for p in servers:
+        p.terminate()
     med = statistics.median(t for t, *_ in fast)
     rows = fast[0][1]
     cpu = statistics.median(c for _, _, c, _ in fast)
@@ -174,7 +183,10 @@ def main() -> None:
         print("  one round, reference parser     not run (--reference runs it: about 25 ms a page)")
     print(f"  lake rows per second            {rows / med:,.0f}")
     print(f"  samples per second              {a.endpoints * samples_per_page / med:,.0f}")
-    print(f"  CPU per round                   collector {cpu:.2f} s, page server {srv:.2f} s (same 2 cores)")
+    print(
+        f"  CPU per round                   collector {cpu:.2f} s, page servers {srv:.2f} s "
+        f"({len(servers)} processes; all on the same {os.cpu_count()} cores)"
+    )
     print(f"  peak RSS, collector process     {rss:.0f} MB ({rss0:.0f} MB before the first round)")
 
 

@@ -105,7 +105,7 @@ class _Exchange(asyncio.Protocol):
         if self.done is not None and not self.done.done():
             self.keep_alive = self.parser.should_keep_alive()  # read now: llhttp forgets it once the message ends
             self.done.set_result((self.parser.get_status_code(), self.reason, self.content_type, b"".join(self.body)))
-            self.body = []  # an idle connection holds no page (10,000 of them would hold 1 GB)
+            self.body = []
 
     # httptools callbacks
     def on_status(self, status: bytes) -> None:
@@ -131,9 +131,12 @@ class _Exchange(asyncio.Protocol):
     async def request(self, head: bytes) -> tuple[int, bytes, bytes, bytes]:
         self._reset()
         self.got_bytes = False
-        self.done = asyncio.get_running_loop().create_future()
+        done = self.done = asyncio.get_running_loop().create_future()
         self.transport.write(head)  # type: ignore[union-attr]
-        return await self.done
+        try:
+            return await done
+        finally:
+            self.done = None  # an idle connection holds no page: 10,000 of them held 1 GB
 
     def close(self) -> None:
         self.closed = True

@@ -14,9 +14,7 @@ path's rows: tests/collector/test_dcgm_columns.py checks both on every captured 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from gpuledger.collector.dcgm.exposition import _cache_labels, _good_name
+from gpuledger.collector.dcgm.exposition import _METRIC_NAME, _cache_labels
 from gpuledger.collector.dcgm.fields import (
     COLUMNS,
     FB_FREE,
@@ -35,20 +33,29 @@ _SKIP, _COLUMN, _FREE, _GR, _XID, _XID_COUNT, _FIELD = range(7)
 FIELD_COLUMNS = ("ts", "cluster", "node", "gpu_uuid", "field", "value", "source")
 
 
-@lru_cache(maxsize=4096)  # names come from pages; bounded so a page of random names cannot grow it
-def _dispatch(name: str) -> tuple[int, str | None, float, bool, float]:
-    if name.endswith("_total"):  # as RowBuilder.rows: prometheus_client's counter suffix
-        name = name[:-6]
+_NAMES: dict[str, tuple[int, str | None, float, bool, float]] = {}  # name -> what it does; cleared past 4,096
+
+
+def _describe(name: str) -> tuple[int, str | None, float, bool, float] | None:
+    """What a sample of this name does to the rows, or None for a name parse_fast would not take on its fast path."""
+    if not _METRIC_NAME.fullmatch(name):
+        return None
+    if len(_NAMES) >= 4096:  # names come from pages: bounded, so pages of random names cannot grow it
+        _NAMES.clear()
+    field = name[:-6] if name.endswith("_total") else name  # as RowBuilder.rows: prometheus_client's suffix
     # A value at or above this is DCGM's "blank" (fields.is_blank): the int32 sentinel, or for the counters
     # that pass 2**31 the fp64 one (which also covers every int64 sentinel).
-    blank = FP64_BLANK if name in LARGE else float(INT32_BLANK)
-    if name in LABEL_FIELDS:
-        return _SKIP, None, 1.0, False, blank
-    col = COLUMNS.get(name)
-    if col is not None:
-        return _COLUMN, col[0], col[1], col[0] in INT_COLUMNS, blank
-    kind = {FB_FREE: _FREE, GR_ENGINE_ACTIVE: _GR, XID: _XID, XID_COUNT: _XID_COUNT}.get(name, _FIELD)
-    return kind, name, 1.0, False, blank
+    blank = FP64_BLANK if field in LARGE else float(INT32_BLANK)
+    col = COLUMNS.get(field)
+    if field in LABEL_FIELDS:
+        d = (_SKIP, None, 1.0, False, blank)
+    elif col is not None:
+        d = (_COLUMN, col[0], col[1], col[0] in INT_COLUMNS, blank)
+    else:
+        kind = {FB_FREE: _FREE, GR_ENGINE_ACTIVE: _GR, XID: _XID, XID_COUNT: _XID_COUNT}.get(field, _FIELD)
+        d = (kind, field, 1.0, False, blank)
+    _NAMES[name] = d
+    return d
 
 
 class FieldColumns:
@@ -97,8 +104,10 @@ class PageReader:
         """The page's gpu_samples rows; its gpu_fields rows go to `fields`, its events to `events`. None when the
         page is not one this path reads (see the module's docstring), or has no DCGM series: nothing is added then,
         and no state changes."""
-        old, cache = self._labels, {}
-        names = self._names
+        old, kept = self._labels, {}
+        names = _NAMES
+        # label string -> [labels, label set, GpuKey, its row in this page (made at its first sample)]
+        page: dict[str, list] = {}
         seen: set = set()
         by_gpu: dict[str, dict] = {}
         f_node, f_uuid, f_field, f_value = [], [], [], []
@@ -106,38 +115,45 @@ class PageReader:
         for line in text.split("\n"):
             if not line or line[0] == "#":
                 continue
-            b = line.rfind("}")
-            if b <= 0:
+            # The first "{" and the last "}", as parse_fast takes them (partition: 30% under find and slices)
+            name, _, rest = line.partition("{")
+            s, brace2, tail = rest.rpartition("}")
+            if not brace2:
                 return None
-            a = line.find("{")
-            s = line[a + 1 : b]
-            entry = cache.get(s)
-            if entry is None:
+            pe = page.get(s)
+            if pe is None:
                 entry = old.get(s) or self._entry(s)
                 if entry is None:
                     return None
-                cache[s] = entry
-            name = line[:a]
-            tail = line[b + 1 :]
-            if a <= 0 or "_" in tail or (name not in names and not _good_name(name, names)):
+                kept[s] = entry
+                pe = page[s] = [*entry, None]
+            if "_" in tail:
+                return None
+            d = names.get(name) or _describe(name)  # None for a bad name, the empty one included
+            if d is None:
                 return None
             try:
                 v = float(tail)
             except ValueError:
                 return None
-            series = (name, entry[1])
+            series = (name, pe[1])
             if series in seen:
                 return None
             seen.add(series)
-            kind, col, factor, is_int, blank = _dispatch(name)
+            kind, col, factor, is_int, blank = d
             if kind == _SKIP:
                 continue
-            k = entry[2]
-            row = by_gpu.get(k.gpu_uuid)
+            k = pe[2]
+            row = pe[3]
             if row is None:
-                row = by_gpu[k.gpu_uuid] = self.builder._new_row(k, ts_us)
-            elif row["pod"] is None and k.pod is not None:
-                row.update(pod=k.pod, namespace=k.namespace, container=k.container)
+                row = by_gpu.get(k.gpu_uuid)
+                if row is None:
+                    row = by_gpu[k.gpu_uuid] = self.builder._new_row(k, ts_us)
+                elif row["pod"] is None and k.pod is not None:
+                    # RowBuilder.rows checks this at every sample; k is the same for every sample of the label
+                    # string, so its first sample decides
+                    row.update(pod=k.pod, namespace=k.namespace, container=k.container)
+                pe[3] = row
             if v - v != 0 or v >= blank:  # NaN, +-Inf, DCGM's blank sentinels: null (fields.is_blank)
                 v = None
             if kind == _FIELD:
@@ -158,19 +174,17 @@ class PageReader:
                 f_field.append(col)
                 f_value.append(v)
             else:  # Xid fields are rare: applied after the page is known good, in page order
-                xids.append((kind, k, v, entry[0]))
+                xids.append((kind, k, v, pe[0]))
         if not any(n.startswith(("DCGM_FI_", "DCGM_EXP_")) for n, _ in seen):
             return None  # no DCGM series: the reference path says so (usually at the first name it looks at)
-        if len(names) > 4096:  # names of pages this path refused, or of many exporters' versions: start again
-            names.clear()
-        self._labels = cache
-        page = PageRows()
+        self._labels = kept
+        rows = PageRows()
         for kind, k, v, labels in xids:
             if kind == _XID:
-                self.builder._xid(page, k, ts_us, v, labels)
+                self.builder._xid(rows, k, ts_us, v, labels)
             else:
-                self.builder._xid_count(page, k, ts_us, v, labels)
-        events += page.events
+                self.builder._xid_count(rows, k, ts_us, v, labels)
+        events += rows.events
         fields.node += f_node
         fields.gpu_uuid += f_uuid
         fields.field += f_field
