@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Config, Tenant, check_quota_models, match_model
 from gpuledger.lake import has_data, scan
 
@@ -48,7 +49,8 @@ def decayed_usage(alloc_hours: pl.LazyFrame, now: dt.datetime, half_life_h: floa
     return (
         alloc_hours.filter(pl.col("hour") < now_lit)
         .group_by("tenant")
-        .agg((pl.col("gpu_hours") * (2.0 ** (-age_h.clip(lower_bound=0) / half_life_h))).sum().alias("usage_decayed"))
+        # An exact sum (analytics/sums.py): in float, two runs of one lake gave different last bits, and decisions rows.
+        .agg(exact_sum(pl.col("gpu_hours") * 2.0 ** (-age_h.clip(lower_bound=0) / half_life_h)).alias("usage_decayed"))
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from gpuledger.analytics.sums import exact_sum
+
 
 def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
     """Per GPU and 5-minute bucket, from the raw samples (the one pass over telemetry; streamable)."""
@@ -51,7 +53,9 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             pl.when(pl.col(c).is_not_null() & (s > 0)).then(s).otherwise(0).alias(f"_{c}_n"),
         )
     ]
-    sums = [pl.col(f"_{c}_{k}").sum() for c in means for k in ("x", "n")]
+    # The float sums are exact (analytics/sums.py): summed in whatever order polars' threads finish, they differed
+    # in the last bit between two runs of one lake (4 of 576 rows), and between a local run and a Dask worker's.
+    sums = [exact_sum(pl.col(f"_{c}_x")).alias(f"_{c}_x") for c in means] + [pl.col(f"_{c}_n").sum() for c in means]
     return (
         five_min.with_columns(*weights, pl.col("energy_wh").is_not_null().alias("_energy_known"))
         .group_by(
@@ -62,7 +66,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             s.sum().alias("samples"),
             *sums,
             pl.col("mem_used_bytes_max").max(),
-            pl.col("energy_wh").sum(),
+            exact_sum(pl.col("energy_wh")).alias("energy_wh"),
             pl.col("_energy_known").any(),
         )
         .with_columns(
