@@ -176,7 +176,7 @@ def run(a) -> None:
     client = app.server.test_client()
     data = app.server.config["GPULEDGER_CONTEXT"].data
     t0 = time.perf_counter()
-    data.snapshot()  # what a server does once at start (and in the background after each analytics run)
+    data.rebuild()  # what a server does once at start (and in the background after each analytics run)
     rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(
         f"snapshot of the analytics tables: built in {time.perf_counter() - t0:.1f} s; process peak RSS {rss_gb:.2f} GB"

@@ -8,31 +8,34 @@ import threading
 import time
 from pathlib import Path
 
-import polars as pl
-
 from gpuledger.enforcer.decide import Table
 from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
-from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
+from gpuledger.lake import LakeWriter, frame_from_rows, has_data
 from gpuledger.lake_lock import reading
+from gpuledger.query import Lake
 from gpuledger.spool import Spool
 
 log = logging.getLogger(__name__)
 
 
 def load_table(lake: Path) -> Table | None:
-    """The latest analysis's rows of the lake's `decisions` table (None when the analytics have not run)."""
+    """The latest analysis's rows of the lake's `decisions` table (None when the analytics have not run).
+
+    Read through the query helper (gpuledger.query.Lake), as every reader of the lake is: SELECT only, a time limit,
+    UTC."""
     if not has_data(lake, "decisions"):
         return None
+    latest_sql = "SELECT * FROM {t} WHERE computed_at = (SELECT max(computed_at) FROM {t})"
     holds = None
-    with reading(lake):  # the analytics replace these files under the exclusive lock: never mid-read
-        d = scan(lake, "decisions").collect()
+    # Both under one read lock (Lake takes it per query; it is re-entrant): the analytics replace these files under
+    # the exclusive lock, so never between the two reads either.
+    with reading(lake), Lake(lake) as q:
+        latest = q.execute(latest_sql.format(t="decisions")).frame
         if has_data(lake, "idle_holds"):
-            holds = scan(lake, "idle_holds")
-            holds = holds.filter(pl.col("computed_at") == pl.col("computed_at").max()).collect()
-    if d.is_empty():
+            holds = q.execute(latest_sql.format(t="idle_holds")).frame
+    if latest.is_empty():
         return None
-    latest = d.filter(pl.col("computed_at") == pl.col("computed_at").max())
     rows = {}
     for r in latest.iter_rows(named=True):
         rows[(r["tenant"], r["gpu_model"])] = TenantRow(

@@ -1,6 +1,9 @@
 """The one DuckDB helper: every sql/ view loaded, parameters passed separately, a time limit, one result type.
 
-Used alike by the CLI, the dashboards and the tests. Read-only, in two layers:
+Every reader of the lake goes through it: `gpuledger sql` and the FOCUS export (Lake), the dashboards (a Snapshot,
+the in-memory mode below, filled by a Lake; and a few questions on a Lake), the webhook's decision table (Lake), and
+the tests. `gpuledger views` prints its script (views_script), for an analyst's own DuckDB session. The analytics
+and compaction write the lake with polars and are not readers here. Read-only, in two layers:
 - DuckDB itself: external access off with only the lake's folder allowed, extensions neither installed nor loaded,
   and the configuration locked. Nothing outside the lake can be read or written, by any statement, and no setting
   (these included) can be changed.
@@ -84,7 +87,11 @@ def _empty_view(name: str) -> str:
 def views_script(root: Path | str) -> str:
     """One SQL script defining every view over the lake at `root`, for a plain DuckDB session: `.read` it in the
     duckdb CLI, or `con.execute(script)` in Python. A raw table with no files yet gets an empty typed view, as in
-    Lake (DuckDB refuses a view over a glob that matches nothing)."""
+    Lake (DuckDB refuses a view over a glob that matches nothing).
+
+    The same views and the same time zone as Lake, from the same files; not its guard or time limit, which are
+    gpuledger's own sessions' rules: the script runs in the analyst's session, under their settings (where a COPY
+    of a result to their own file is theirs to run), and gpuledger runs no query with it."""
     root = Path(root).resolve()
     quoted = str(root).replace("'", "''")
     parts = [

@@ -1,5 +1,6 @@
 import fcntl
 import os
+from types import SimpleNamespace
 
 import polars as pl
 
@@ -12,18 +13,29 @@ def test_the_decision_table_is_read_under_the_lakes_read_lock(tmp_path, monkeypa
     lake.mkdir()
     blocked = []
 
-    def scan(_lake, table):
-        fd = os.open(lake, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what publishing() takes
-            blocked.append(False)
-        except BlockingIOError:
-            blocked.append(True)
-        finally:
-            os.close(fd)
-        return pl.LazyFrame({"computed_at": []}, schema={"computed_at": pl.Datetime("us", "UTC")})
+    class Lake:  # the query helper, as load_table opens it, seeing whether a publisher could take the lake
+        def __init__(self, root):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def execute(self, sql):
+            fd = os.open(lake, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what publishing() takes
+                blocked.append(False)
+            except BlockingIOError:
+                blocked.append(True)
+            finally:
+                os.close(fd)
+            frame = pl.DataFrame({"computed_at": []}, schema={"computed_at": pl.Datetime("us", "UTC")})
+            return SimpleNamespace(frame=frame)
 
     monkeypatch.setattr(store, "has_data", lambda *_a: True)
-    monkeypatch.setattr(store, "scan", scan)
+    monkeypatch.setattr(store, "Lake", Lake)
     assert store.load_table(lake) is None  # no rows
     assert blocked == [True, True]  # decisions and idle_holds both read under the shared lock
