@@ -89,7 +89,9 @@ class DcgmSource:
             node = urllib.parse.urlparse(u).hostname or "unknown"
             self.targets.append(Target(u, node, PageReader(RowBuilder(cfg.cluster), node)))
         self._first = 0  # where the next round starts: the first target a round cut by its deadline left out
-        self._fetcher = AsyncFetcher(timeout_s, accept="text/plain;version=0.0.4")
+        self._fetcher = AsyncFetcher(
+            timeout_s, accept="text/plain;version=0.0.4", max_idle=_open_files(len(urls) + 512) - 256
+        )
         self._loop: asyncio.AbstractEventLoop | None = None  # started by the first collect, not at construction
         self._thread: threading.Thread | None = None
 
@@ -197,6 +199,25 @@ class DcgmSource:
         self._thread.join(timeout=5)  # type: ignore[union-attr]
         if not loop.is_running():
             loop.close()
+
+
+def _open_files(want: int) -> int:
+    """How many files this process may open, raised toward the hard limit when short of `want`: a kept-alive
+    connection per target is one (the usual soft limit of 1,024 would refuse most of 10,000 targets). Where it
+    stays short, the connections past it are opened per request instead (the TCP handshake again, each round)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 1 << 30
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want and soft != hard:
+        try:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    return (1 << 30) if soft == resource.RLIM_INFINITY else soft
 
 
 class _Round:

@@ -149,10 +149,11 @@ class AsyncFetcher:
     target, kept between rounds (no TCP handshake per scrape, as Prometheus does), with the time limit, size limit
     and one-line reasons of `get`. Not thread-safe: use it from one event loop."""
 
-    def __init__(self, timeout_s: float, accept: str = "*/*", max_bytes: int = MAX_BYTES):
+    def __init__(self, timeout_s: float, accept: str = "*/*", max_bytes: int = MAX_BYTES, max_idle: int = 1 << 30):
         self.timeout_s = timeout_s
         self.accept = accept
         self.max_bytes = max_bytes
+        self.max_idle = max_idle  # idle connections kept; past it a connection is closed after its answer
         self._idle: dict[str, _Exchange] = {}
         self._heads: dict[str, tuple[str, str, int, bytes]] = {}
         self._tls: ssl.SSLContext | None = None
@@ -198,7 +199,7 @@ class AsyncFetcher:
         except (ConnectionError, OSError) as e:
             self._drop(conn)
             raise FetchError(f"{url}: {e.strerror or e}") from e
-        if conn.keep_alive and not conn.closed:
+        if conn.keep_alive and not conn.closed and len(self._idle) < self.max_idle:
             self._idle[url] = conn
         else:
             conn.close()
