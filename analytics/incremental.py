@@ -372,6 +372,11 @@ def job_tables(
             "queue_depth": queue_days,
             "fleet_hourly": queue_days | hourly_days | moved,
         }
+    if not full:
+        log.debug(
+            "job-level days: allocations %s, gpu_hourly %s, GPU attributes %s, queue %s, now %s",
+            *(sorted(d.isoformat() for d in x) for x in (alloc_days, hourly_days, gpu_days, dirty["queue_depth"], moved)),
+        )
     outs, seconds, unpriced = _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick)
     if unpriced:
         log.warning(

@@ -20,7 +20,9 @@ import logging
 import shutil
 
 import duckdb
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.runner import run
 from gpuledger.config import Rate, defaults
@@ -217,3 +219,36 @@ def test_a_new_rate_recomputes_every_day(base, tmp_path, caplog):
     copy_raw(lake, scratch)
     run(scratch, until_s=until, cfg=repriced)
     assert_same(lake, scratch)
+
+
+def test_the_demand_forecast_is_refitted_only_when_a_complete_day_changed(tmp_path):
+    """An hourly run reuses the last fit while no complete day changed: the very rows a refit writes."""
+    from gpuledger.analytics.forecast import demand_forecast
+    from gpuledger.analytics.runner import _demand_forecast
+    from gpuledger.lake import scan
+
+    lake = tmp_path / "lake"
+
+    def hours(start, n):  # H100 demand with a weekly and a daily shape
+        rows = []
+        for h in range(n):
+            t = start + dt.timedelta(hours=h)
+            demand = 10.0 + t.weekday() + t.hour / 24
+            row = dict(hour=epoch_us(t), cluster="default", gpu_model=H100, gpus=16, demand_gpus=demand)
+            rows.append(row | dict(allocated_gpus=demand, busy_gpus=demand / 2, pending_gpus=0.0, energy_kwh=1.0))
+            rows[-1] |= dict(pending_gpus_max=0.0, pending_jobs_max=0)
+        return rows
+
+    def fresh(now):
+        return demand_forecast(scan(lake, "fleet_hourly"), now).collect()
+
+    write_rows(lake, "fleet_hourly", hours(at(2, month=10), 30 * 24))  # Oct 2-31
+    first = _demand_forecast(lake, at(1, 1)).collect()
+    assert first.filter(pl.col("kind") == "forecast").height == 28 and first["history_days"][0] == 30
+    again = _demand_forecast(lake, at(1, 5)).collect()  # the same complete days: from the last fit
+    assert again["computed_at"].unique().to_list() == [at(1, 5)]
+    assert_frame_equal(again, fresh(at(1, 5)))
+    write_rows(lake, "fleet_hourly", hours(at(1), 24), "nov1")
+    later = _demand_forecast(lake, at(2, 1)).collect()  # Nov 1 is complete now: refitted
+    assert_frame_equal(later, fresh(at(2, 1)))
+    assert later["history_days"][0] == 31
