@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import threading
 
 import polars as pl
 import pytest
@@ -64,6 +65,23 @@ def test_no_file_is_read(tmp_path):
 def test_a_query_past_the_time_limit_is_stopped():
     with pytest.raises(QueryError, match="time limit"):
         snap().execute("SELECT count(*) FROM range(10000000000) a, range(10) b", timeout_s=0.2)
+
+
+def test_the_time_limit_stops_only_its_own_query():
+    """One thread keeps every limit; interrupting a query's cursor leaves the queries on other cursors running."""
+    s = snap()
+    stopped = []
+
+    def long() -> None:
+        with pytest.raises(QueryError, match="time limit") as e:
+            s.execute("SELECT count(*) FROM range(10000000000) a, range(10) b", timeout_s=0.3)
+        stopped.append(str(e.value))
+
+    t = threading.Thread(target=long)
+    t.start()
+    counts = [s.execute("SELECT count(*) FROM usage", timeout_s=60).rows for _ in range(50)]
+    t.join()
+    assert len(stopped) == 1 and counts == [[(3,)]] * 50
 
 
 def test_every_query_runs_in_utc_whatever_the_hosts_zone():
