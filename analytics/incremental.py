@@ -311,8 +311,10 @@ def job_tables(
         full = "their incremental state is of another version or incomplete"
     elif meta.get("config") != digest:
         full = "rates, cost or waste settings changed since the last run"
-    if full:
-        log.warning("analytics: recomputing the job-level tables whole once (%s); later runs are incremental", full)
+    if full:  # a new lake's first run is no news; any other rebuild is said as a warning
+        (log.info if full == "a first run" else log.warning)(
+            "analytics: recomputing the job-level tables whole once (%s); later runs are incremental", full
+        )
     reports = []
 
     mark = time.perf_counter()
@@ -375,7 +377,10 @@ def job_tables(
     if not full:
         log.debug(
             "job-level days: allocations %s, gpu_hourly %s, GPU attributes %s, queue %s, now %s",
-            *(sorted(d.isoformat() for d in x) for x in (alloc_days, hourly_days, gpu_days, dirty["queue_depth"], moved)),
+            *(
+                sorted(d.isoformat() for d in x)
+                for x in (alloc_days, hourly_days, gpu_days, dirty["queue_depth"], moved)
+            ),
         )
     outs, seconds, unpriced = _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick)
     if unpriced:
