@@ -96,7 +96,12 @@ def objects(
                     "metadata": {"labels": labels},
                     "spec": {
                         "serviceAccountName": APP,
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "fsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
                         # Replicas on different nodes: losing one node must not take every replica with it.
                         "affinity": {
                             "podAntiAffinity": {
@@ -131,7 +136,11 @@ def objects(
                                 "ports": [{"containerPort": 8443, "name": "https"}],
                                 "readinessProbe": probe("/readyz"),
                                 "livenessProbe": probe("/healthz"),
-                                "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                                # Limits too, as deploy/ sets on every container; the decision table is small
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "256Mi"},
+                                    "limits": {"cpu": "1", "memory": "512Mi"},
+                                },
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,
                                     "readOnlyRootFilesystem": True,
