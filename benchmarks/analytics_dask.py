@@ -107,7 +107,7 @@ def main() -> None:
     local_s, local_pass_s = timed(local, until_s, None)
     t0 = time.perf_counter()
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", dashboard_address=":0"
     ) as cluster:
         start_s = time.perf_counter() - t0
         dask_s, dask_pass_s = timed(remote, until_s, cluster.scheduler_address)

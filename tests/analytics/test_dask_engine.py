@@ -35,7 +35,7 @@ TO = "2026-11-02T00:00:00+00:00"  # END
 
 
 def _cluster() -> LocalCluster:
-    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", dashboard_address=None)
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", dashboard_address=":0")
 
 
 @pytest.fixture(scope="module")
