@@ -7,6 +7,7 @@ column is left out); so is the list of files, so no partition is written twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import signal
@@ -20,11 +21,13 @@ from pathlib import Path
 import cloudpickle
 import dask
 import duckdb
+import polars as pl
 import pytest
 from distributed import Client, LocalCluster
 
 from gpuledger import schema
 from gpuledger.analytics import runner
+from gpuledger.analytics.dask_engine import stage_day
 from gpuledger.analytics.runner import TELEMETRY, run, watermark
 from gpuledger.errors import ClusterError
 from gpuledger.lake import table_files
@@ -211,3 +214,12 @@ def test_scheduler_address_is_checked(cli, small_lake, tmp_path):
         "Error: cluster error: Dask scheduler address 'localhost' is not tcp://HOST:PORT (or tls://HOST:PORT)"
     ]
     assert _files(lake) == before
+
+
+def test_a_worker_that_does_not_see_the_lake_fails_its_day(small_lake, tmp_path):
+    """A worker on another filesystem would read no samples and stage empty days: it fails its task instead."""
+    day = dt.date(2026, 11, 1)
+    lo = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    staging = tmp_path / "elsewhere" / "_state" / "staging" / "run"  # the client made it on a disk this one lacks
+    with pytest.raises(ClusterError, match=f"does not see the lake at {small_lake} \\(no {staging}\\)"):
+        stage_day(str(small_lake), str(staging), day, lo, lo + dt.timedelta(days=1), pl.DataFrame())
