@@ -193,14 +193,26 @@ def watermark(lake: Path, job: str) -> float | None:
 
 
 def run(
-    lake: Path, until_s: float | None = None, from_s: float | None = None, cfg: Config | None = None
+    lake: Path,
+    until_s: float | None = None,
+    from_s: float | None = None,
+    cfg: Config | None = None,
+    scheduler: str | None = None,
 ) -> list[RunReport]:
-    # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
-    with rewriting(lake):
-        return _run(lake, until_s, from_s, cfg)
+    """`scheduler` (else [analytics] scheduler): a Dask scheduler's address, whose workers run the telemetry pass
+    (analytics/dask_engine.py); ClusterError, before the lake is touched, if it does not answer."""
+    address = scheduler if scheduler is not None else (cfg or defaults()).analytics.scheduler
+    if not address:
+        # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
+        with rewriting(lake):
+            return _run(lake, until_s, from_s, cfg)
+    from gpuledger.analytics.dask_engine import DaskEngine  # only here: the local path never imports Dask
+
+    with DaskEngine(address) as engine, rewriting(lake):
+        return _run(lake, until_s, from_s, cfg, engine)
 
 
-def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None) -> list[RunReport]:
+def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None, engine=None) -> list[RunReport]:
     cfg = cfg or defaults()
     # The lake may have changed since the last run, even for the same `until`.
     _allocations_frame.cache_clear()
@@ -230,34 +242,18 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         # The rollups are written a few days at a time, so a year-long first run holds a week of them, not the
         # year (job_5min alone would be ~75M rows for a year of 1,000 GPUs).
         days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
-        allocs = _allocations(lake, hi).filter(pl.col("end") > lo)
-        done = {job: [0, 0.0] for job in ("gpu_5min", "gpu_hourly", "job_5min")}  # rows, seconds
-        for k in range(0, len(days), CHUNK_DAYS):
-            chunk = days[k : k + CHUNK_DAYS]
-            c_lo = max(lo, dt.datetime.combine(chunk[0], dt.time(), dt.timezone.utc))
-            c_hi = min(hi, dt.datetime.combine(chunk[-1], dt.time(), dt.timezone.utc) + dt.timedelta(days=1))
-            mark = time.perf_counter()
-            five = pl.concat(
-                [
-                    gpu_5min(
-                        scan(lake, "gpu_samples", date=d).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
-                    ).collect()
-                    for d in chunk
-                ],
-                how="vertical",
-            )
-            hourly = gpu_hourly(five.lazy()).collect()
-            # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the chunk.
-            held = allocs.filter((pl.col("end") > _lit(c_lo)) & (pl.col("start") < _lit(c_hi))).with_columns(
-                pl.max_horizontal("start", _lit(c_lo)).alias("start"), pl.min_horizontal("end", _lit(c_hi)).alias("end")
-            )
-            j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
-            for job, out in (("gpu_5min", five), ("gpu_hourly", hourly), ("job_5min", j5)):
-                out = _keep_rows_before(lake, job, out, lo)
-                writer.write_partitions(job, out, job)
-                done[job][0] += out.height
-                done[job][1] += time.perf_counter() - mark  # gpu_5min's time includes the pass over the samples
-                mark = time.perf_counter()
+        chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
+        allocs = _allocations(lake, hi).filter(pl.col("end") > lo).collect()
+        done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
+        # Each chunk's files are in the lake before the next chunk's results are taken.
+        if engine is None:
+            written = _telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
+        else:
+            written = engine.telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
+        for chunk_done in written:
+            for job, (rows, seconds) in chunk_done.items():
+                done[job][0] += rows
+                done[job][1] += seconds
         for job, (rows, seconds) in done.items():
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
             reports.append(RunReport(job, len(days), rows, seconds))
@@ -275,6 +271,53 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         if frag is not None:
             reports.append(frag)
     return reports
+
+
+TELEMETRY = ("gpu_5min", "gpu_hourly", "job_5min")  # the tables of the pass over raw samples, one UTC day at a time
+
+
+def telemetry_day(
+    lake: Path | str, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
+    """The TELEMETRY tables' rows for UTC day `day` of the window [lo, hi), with a `date` column: the unit of work
+    of the pass over raw samples, run in this process or on a Dask worker (analytics/dask_engine.py).
+
+    `allocs`: allocation intervals (gpu_allocations' columns) overlapping the day; others are dropped here. Rows of
+    the day before `lo` are kept from the file they will replace (_keep_rows_before)."""
+    midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+    d_lo, d_hi = max(lo, midnight), min(hi, midnight + dt.timedelta(days=1))
+    five = gpu_5min(scan(lake, "gpu_samples", date=day).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi)))
+    # Both sorted by their key: a group-by's rows come in any order, and sums over them (the hourly rollup here; the
+    # job-level tables over the files) then differed in the last bit (energy_wh in 9 of 576 rows between two runs of
+    # one lake, and again between a local run and a Dask worker's). Sorted, every run writes the same files.
+    key = ("cluster", "node", "gpu_uuid", "parent_gpu_uuid")
+    five = five.collect().sort(*key, "bucket_start")
+    hourly = gpu_hourly(five.lazy()).collect().sort(*key, "hour")
+    # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the day. No bucket crosses
+    # midnight, so a day at a time gives the rows a longer window would. An empty window (`hi` at midnight) holds none.
+    held = allocs.lazy().filter((pl.col("end") > _lit(d_lo)) & (pl.col("start") < _lit(d_hi)) & pl.lit(d_lo < d_hi))
+    held = held.with_columns(
+        pl.max_horizontal("start", _lit(d_lo)).alias("start"), pl.min_horizontal("end", _lit(d_hi)).alias("end")
+    )
+    j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
+    return {job: _keep_rows_before(lake, job, out, lo) for job, out in zip(TELEMETRY, (five, hourly, j5), strict=True)}
+
+
+def _telemetry_chunks(lake: Path, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame):
+    """The pass in this process: per chunk of days, {table: (rows, seconds)} once its files are written.
+    gpu_5min's seconds include computing all three tables (they come from one pass over the samples)."""
+    for chunk in chunks:
+        mark = time.perf_counter()
+        outs = [telemetry_day(lake, d, lo, hi, allocs) for d in chunk]
+        seconds = {"gpu_5min": time.perf_counter() - mark}
+        rows = {}
+        for job in TELEMETRY:
+            mark = time.perf_counter()
+            out = pl.concat([o[job] for o in outs], how="vertical")
+            writer.write_partitions(job, out, job)
+            rows[job] = out.height
+            seconds[job] = seconds.get(job, 0.0) + time.perf_counter() - mark
+        yield {job: (rows[job], seconds[job]) for job in TELEMETRY}
 
 
 def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
