@@ -106,9 +106,10 @@ class PageReader:
         and no state changes."""
         old, kept = self._labels, {}
         names = _NAMES
-        # label string -> [labels, label set, GpuKey, its row in this page (made at its first sample)]
+        # label string -> [labels, label set, GpuKey, its row in this page (made at its first sample), the names
+        # of its samples (shared by label strings that spell one label set apart)]
         page: dict[str, list] = {}
-        seen: set = set()
+        series: dict[frozenset, list[str]] = {}
         by_gpu: dict[str, dict] = {}
         f_node, f_uuid, f_field, f_value = [], [], [], []
         xids: list = []
@@ -126,7 +127,7 @@ class PageReader:
                 if entry is None:
                     return None
                 kept[s] = entry
-                pe = page[s] = [*entry, None]
+                pe = page[s] = [*entry, None, series.setdefault(entry[1], [])]
             if "_" in tail:
                 return None
             d = names.get(name) or _describe(name)  # None for a bad name, the empty one included
@@ -136,10 +137,7 @@ class PageReader:
                 v = float(tail)
             except ValueError:
                 return None
-            series = (name, pe[1])
-            if series in seen:
-                return None
-            seen.add(series)
+            pe[4].append(name)  # a series twice is found after the loop: cheaper than a set lookup per line
             kind, col, factor, is_int, blank = d
             if kind == _SKIP:
                 continue
@@ -175,7 +173,9 @@ class PageReader:
                 f_value.append(v)
             else:  # Xid fields are rare: applied after the page is known good, in page order
                 xids.append((kind, k, v, pe[0]))
-        if not any(n.startswith(("DCGM_FI_", "DCGM_EXP_")) for n, _ in seen):
+        if any(len(set(ns)) != len(ns) for ns in series.values()):
+            return None  # the reference path names the line of the duplicate series
+        if not any(n.startswith(("DCGM_FI_", "DCGM_EXP_")) for ns in series.values() for n in ns):
             return None  # no DCGM series: the reference path says so (usually at the first name it looks at)
         self._labels = kept
         rows = PageRows()
