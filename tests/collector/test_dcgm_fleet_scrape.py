@@ -60,6 +60,7 @@ class Endpoint(ThreadingHTTPServer):
         self.fail = 0
         self.hold: threading.Event | None = None
         self.hits = 0
+        self.connections = 0
         self.close_reused = False  # close a kept-alive connection when its second request comes, unanswered
         self.url = f"http://127.0.0.1:{self.server_address[1]}/metrics"
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -75,6 +76,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         s = self.server
         self.requests = getattr(self, "requests", 0) + 1
+        s.connections += self.requests == 1
         if s.close_reused and self.requests > 1:
             self.close_connection = True
             return
@@ -305,3 +307,19 @@ def test_fetch_errors_name_the_url_and_the_reason(endpoints):
 
     asyncio.run(bad())
     garbage.close()
+
+
+@pytest.mark.parametrize("max_idle, connections", [(10, 1), (0, 3)])
+def test_connections_are_kept_up_to_max_idle(endpoints, max_idle, connections):
+    # Each kept connection is an open file: past max_idle (what the open-files limit allows) one is closed after
+    # its answer, and the next request opens another.
+    e = endpoints(node_page(5))
+
+    async def run():
+        f = AsyncFetcher(timeout_s=5, max_idle=max_idle)
+        for _ in range(3):
+            assert len((await f.get(e.url)).body) == len(e.page)
+        f.close()
+
+    asyncio.run(run())
+    assert (e.hits, e.connections) == (3, connections)
