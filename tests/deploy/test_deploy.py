@@ -383,6 +383,7 @@ def failures(report) -> set[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow  # about 20 s; the first run also installs checkov (207 s here)
 @needs_kubectl
 def test_checkov_fails_only_the_listed_checks(rendered, request, tmp_path):
     exe = checkov(request)
