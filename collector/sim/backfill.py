@@ -50,10 +50,14 @@ COARSE_WINDOW_S = 31 * 86400  # the coarse history is generated a month of a nod
 # A window's samples are generated and written by batches of whole nodes of at most this many samples (or one node):
 # a worker peaks at ~0.8 kB a sample of its batch (the node's arrays, its frame, the batch's frame and the Parquet
 # writer's buffers), so 0.4 GB above its 0.13 GB at rest, whatever the fleet or the length of the run. At 3600 s a
-# day of 2,600 8-GPU nodes is one batch: a closed day is one file per table, written directly (no merge afterwards);
-# at 10 s a batch is 7 such nodes. It depends on the arguments only (never on --workers), so a re-run names the
-# same files and replaces them.
+# day of up to 1,300 8-GPU nodes is one batch (SPLIT_SAMPLES): a closed day is one file per table, written directly
+# (no merge afterwards); at 10 s a batch is 7 such nodes. It depends on the arguments only (never on --workers),
+# so a re-run names the same files and replaces them.
 BATCH_SAMPLES = 500_000
+# A window of more samples than this is cut into at least two batches, so that both workers run (the old per-node
+# tasks did: `up`'s fine days of 96 GPUs at 30 s are 276k samples a day). Below it a window takes a worker well under
+# a second and one file per day is worth more (a year at 3600 s is 192k samples a day of 1,000 GPUs).
+SPLIT_SAMPLES = 250_000
 
 
 def windows(start_s: int, end_s: int, step_s: int, coarse_until_s: int, coarse_step_s: int) -> list[tuple[int, ...]]:
@@ -343,6 +347,8 @@ def _batches(
     process_every -= process_every % step
     per_node = len(range(t0, t1, step)) * fleet.nodes[0].gpu_count
     size = max(1, BATCH_SAMPLES // per_node)
+    if per_node * len(fleet.nodes) > SPLIT_SAMPLES:
+        size = min(size, math.ceil(len(fleet.nodes) / 2))
     out = []
     for i in range(0, len(fleet.nodes), size):
         nodes = tuple(fleet.nodes[i : i + size])

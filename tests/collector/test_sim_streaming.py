@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpuledger.collector.sim import backfill as backfill_mod
 from gpuledger.collector.sim import state as sim_state
 from gpuledger.collector.sim.backfill import backfill
 from gpuledger.config import defaults
@@ -81,8 +82,11 @@ def _write_expected(case: str, lake: Path) -> None:
     (out / "sim_state.json").write_text(json.dumps(dataclasses.asdict(sim_state.load(lake, "default")), indent=1))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_streamed_schedule_writes_the_rows_of_the_whole_schedule(tmp_path, case):
+@pytest.mark.parametrize(("case", "batch_samples"), [(c, None) for c in sorted(CASES)] + [("new_then_continued", 500)])
+def test_streamed_schedule_writes_the_rows_of_the_whole_schedule(tmp_path, monkeypatch, case, batch_samples):
+    """Also with a window cut into a batch per node (500 samples: each node's energy counter must follow it)."""
+    if batch_samples:
+        monkeypatch.setattr(backfill_mod, "BATCH_SAMPLES", batch_samples)
     lake = tmp_path / "lake"
     CASES[case](lake)
     con = duckdb.connect()
