@@ -59,9 +59,10 @@ class _Chunk:
     samples: list[dict] = field(default_factory=list)
     fields: FieldColumns = field(default_factory=FieldColumns)
     events: list[dict] = field(default_factory=list)
+    errors: list[tuple[int, dict]] = field(default_factory=list)  # (place in the round, scrape_error event)
 
     def rows(self) -> int:
-        return len(self.samples) + len(self.fields) + len(self.events)
+        return len(self.samples) + len(self.fields) + len(self.events) + len(self.errors)
 
 
 class DcgmSource:
@@ -127,13 +128,13 @@ class DcgmSource:
             chunk.fields.field.append(row["field"])
             chunk.fields.value.append(row["value"])
 
-    def _failed(self, t: Target, now_s: float, ts_us: int, e: Exception, chunk: _Chunk) -> None:
+    def _failed(self, t: Target, place: int, now_s: float, ts_us: int, e: Exception, chunk: _Chunk) -> None:
         t.failures += 1
         # The first retry is the next round (a blip); then interval x 2^(failures-1), at most MAX_BACKOFF_S.
         wait = min(self.interval_s * 2 ** (t.failures - 1), MAX_BACKOFF_S) if t.failures > 1 else 0.0
         t.retry_at = now_s + wait
         log.warning("dcgm: %s (failure %d; next try in %.0f s)", e, t.failures, wait)
-        chunk.events.append(self._event(ts_us, t.node, str(e)))
+        chunk.errors.append((place, self._event(ts_us, t.node, str(e))))
 
     def _event(self, ts_us: int, node: str | None, detail: str) -> dict:
         return {
@@ -153,8 +154,10 @@ class DcgmSource:
             out.append(Batch.from_rows("gpu_samples", chunk.samples))
         if len(chunk.fields):
             out.append(Batch("gpu_fields", chunk.fields.columns(ts_us, self.cluster, self.name)))
-        if chunk.events:
-            out.append(Batch.from_rows("health_events", chunk.events))
+        # Scrape errors in the round's target order, not the order the answers came in: `collect --once` lists them
+        events = chunk.events + [e for _, e in sorted(chunk.errors, key=lambda pe: pe[0])]
+        if events:
+            out.append(Batch.from_rows("health_events", events))
         return out
 
     # -- one round --------------------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ class _Round:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.src.deadline_s
-        pending = iter(self.due)
+        pending = enumerate(self.due)
         try:
             workers = [self._worker(pending, deadline) for _ in range(min(self.src.concurrency, len(self.due)))]
             await asyncio.gather(*workers)
@@ -257,9 +260,9 @@ class _Round:
         finally:
             self.out.put(None)
 
-    async def _worker(self, pending: Iterator[Target], deadline: float) -> None:
+    async def _worker(self, pending: Iterator[tuple[int, Target]], deadline: float) -> None:
         src, loop = self.src, asyncio.get_running_loop()
-        for t in pending:  # shared by the workers: each target is taken once
+        for place, t in pending:  # shared by the workers: each target is taken once
             await self.room.wait()  # two full chunks wait for the spool: fetch no more until one is taken
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -269,7 +272,7 @@ class _Round:
                 r = await src._fetcher.get(t.url, min(src.timeout_s, remaining))
                 src.read_page(t, r, self.ts_us, self.chunk)
             except (FetchError, SourceError) as e:
-                src._failed(t, self.now_s, self.ts_us, e, self.chunk)
+                src._failed(t, place, self.now_s, self.ts_us, e, self.chunk)
             else:
                 t.failures, t.retry_at = 0, 0.0
             if len(self.chunk.fields) + len(self.chunk.samples) >= src.chunk_rows:
@@ -285,7 +288,7 @@ class _Round:
             f"targets were scraped (first {self.left[0].url}); they go first next round"
         )
         log.warning("%s", detail)
-        self.chunk.events.append(src._event(self.ts_us, None, detail))
+        self.chunk.errors.append((len(self.due), src._event(self.ts_us, None, detail)))
 
 
 def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:
