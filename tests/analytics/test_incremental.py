@@ -8,6 +8,7 @@ A simulated lake (Oct 31 - Nov 2) plus hand-written jobs and telemetry on two mo
   run sees it open; the 11:00 run sees it finished an hour earlier (a late-arriving state);
 - "queued" waits from 01:00 to 12:00, then runs on HX-1 (queue_depth across many runs);
 - "open" runs on HX-0 from 14:00 to the end, never finished;
+- "old" waited on Oct 31 19:00-20:30 and ran on HX-1 until 23:00, all written only before the last run (Nov 2);
 - the H100 rate changes at Nov 1 06:30, mid-day; the 11:00 run is run twice (the same window again).
 Compared table by table with DuckDB: EXCEPT ALL, both ways, must be empty.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import random
 import shutil
 
 import duckdb
@@ -90,6 +92,7 @@ SPAN = dict(submitted_at=at(31, 22, month=10), scheduled_at=at(31, 22, 10, month
 LATE = dict(submitted_at=at(1, 5), scheduled_at=at(1, 5))
 QUEUED = dict(submitted_at=at(1, 1))
 OPEN = dict(submitted_at=at(1, 14), scheduled_at=at(1, 14))
+OLD = dict(submitted_at=at(31, 19, month=10), scheduled_at=at(31, 20, 30, month=10))
 # (run until, jobs rows written just before it): the telemetry up to `until` is written before each run too.
 STEPS = [
     (
@@ -106,6 +109,8 @@ STEPS = [
             job("queued", "running", at(1, 12), "HX-1", **QUEUED, scheduled_at=at(1, 12)),
             job("queued", "succeeded", at(1, 20), "HX-1", **QUEUED, scheduled_at=at(1, 12), finished_at=at(1, 20)),
             job("open", "running", at(1, 14), "HX-0", **OPEN),
+            # Written a day late: a job of Oct 31, a day no later run's telemetry or `now` reaches.
+            job("old", "succeeded", at(31, 23, month=10), "HX-1", **OLD, finished_at=at(31, 23, month=10)),
         ],
     ),
 ]
@@ -142,7 +147,7 @@ def _count(files) -> int:
 
 
 def grow(lake, config, steps=STEPS):
-    """Runs the analytics after each step's data lands; returns the last `until` in seconds."""
+    """Runs the analytics after each step's data lands; returns the last run's `until` in seconds."""
     until = at(1, 0)
     write_rows(lake, "gpu_samples", samples(at(31, 20, month=10), until), "inc0")
     for k, (t, rows) in enumerate(steps, 1):
@@ -152,7 +157,7 @@ def grow(lake, config, steps=STEPS):
             write_rows(lake, "jobs", rows, f"inc{k}")
         run(lake, until_s=t.timestamp(), cfg=config)
         until = max(until, t)
-    return until.timestamp()
+    return t.timestamp()  # the last run's: a run from scratch to the same time writes the same rows
 
 
 def assert_same(a, b, tables=JOB_TABLES):
@@ -173,7 +178,7 @@ def test_runs_as_data_arrives_equal_one_run_from_scratch(base, tmp_path, config)
     # The hand jobs are in the tables: the comparison is not of two empty sets.
     for table in ("job_hourly", "cost_allocation", "job_stats"):
         ((n,),) = duckdb.sql(
-            f"SELECT count(*) FROM read_parquet('{inc}/{table}/*/*.parquet') WHERE job_id IN ('span', 'late', 'open')"
+            f"SELECT count(*) FROM read_parquet('{inc}/{table}/*/*.parquet') WHERE job_id IN ('span', 'late', 'open', 'old')"
         ).fetchall()
         assert n > 0, table
 
@@ -252,3 +257,19 @@ def test_the_demand_forecast_is_refitted_only_when_a_complete_day_changed(tmp_pa
     later = _demand_forecast(lake, at(2, 1)).collect()  # Nov 1 is complete now: refitted
     assert_frame_equal(later, fresh(at(2, 1)))
     assert later["history_days"][0] == 31
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_runs_at_random_times_equal_one_run_from_scratch(base, tmp_path, seed):
+    """Runs at random minutes (mid-hour, several a day, one days later), with the hand jobs landing between them."""
+    rng = random.Random(seed)
+    times = sorted(at(31, month=10) + dt.timedelta(minutes=rng.randrange(0, 2 * 24 * 60)) for _ in range(4))
+    rows = [r for _, step in STEPS for r in step]
+    steps = [(t, rows[k::4]) for k, t in enumerate(times)]
+    inc = tmp_path / "inc"
+    copy_raw(base, inc)
+    until = grow(inc, cfg("max", "proportional", 2), steps)
+    scratch = tmp_path / "scratch"
+    copy_raw(inc, scratch)
+    run(scratch, until_s=until, cfg=cfg("max", "proportional", 2))
+    assert_same(inc, scratch)
