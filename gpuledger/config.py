@@ -437,19 +437,19 @@ def _rates(c: Walker, raw: Any) -> tuple[Rate, ...]:
     if not isinstance(raw, list):
         c.bad("rates", "expected an array of tables ([[rates]])")
         return ()
-    out = []
+    out: list[tuple[int, Rate]] = []  # with its place in the file: a bad row before it is left out
     for i, doc in enumerate(raw):
         n = len(c.problems)
         values = c.values(c.table(doc, f"rates[{i}]", allowed(Rate)), f"rates[{i}]", Rate)
         if len(c.problems) == n:
-            out.append(Rate(**values))
+            out.append((i, Rate(**values)))
     seen: dict[tuple[str, dt.datetime], int] = {}
-    for i, r in enumerate(out):
+    for i, r in out:
         k = (r.gpu_model, r.effective_from)
         if k in seen:
             c.bad("rates", f"two prices for {r.gpu_model} from {r.effective_from} (rates[{seen[k]}] and rates[{i}])")
         seen[k] = i
-    return tuple(out)
+    return tuple(r for _, r in out)
 
 
 def load(path: str | Path | None) -> Config:

@@ -245,3 +245,15 @@ def test_declared_types_convert_as_before():
     t = cfg.tenants[0]
     assert t.weight == 2.0 and isinstance(t.weight, float) and t.quota == {"*": 3, "H100": 1.5}
     assert isinstance(t.quota["*"], int)  # a quota is kept as given: 3 GPUs, not 3.0
+
+
+def test_two_prices_for_one_model_and_date_name_the_rows_as_written():
+    """A bad row before them is skipped, but the message still names the rows by their place in the file."""
+    price = {"gpu_model": "H100", "effective_from": dt.date(2026, 1, 1)}
+    doc = {"rates": [{"gpu_model": 1}, {**price, "usd_per_gpu_hour": 1.0}, {**price, "usd_per_gpu_hour": 2.0}]}
+    with pytest.raises(ConfigError) as e:
+        config.parse(doc, "f.toml")
+    assert (
+        "  f.toml: rates: two prices for H100 from 2026-01-01 00:00:00+00:00 (rates[1] and rates[2])"
+        in str(e.value).splitlines()
+    )
