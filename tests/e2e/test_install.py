@@ -202,3 +202,17 @@ def test_each_command_runs_for_real_after_a_plain_install(fresh, tmp_path):
     # Without the [k8s] extra, the k8s source is one line naming the extra, not a traceback.
     r = _run(fresh, "collect", "--lake", str(lake), "--source", "k8s", "--once")
     assert r.returncode == 1 and "gpuledger[k8s]" in r.stderr and "Traceback" not in r.stderr, ok(r)
+
+
+def test_the_command_list_is_every_command_of_the_cli():
+    """COMMANDS is written out (the fresh venv runs them), so a new command must be added to it: this says so."""
+    import click
+
+    from gpuledger.cli import main
+
+    def walk(cmd: click.Command, path: list[str]):
+        yield path
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    assert sorted(walk(main, [])) == sorted(COMMANDS)
