@@ -1,6 +1,6 @@
 -- jobs: the latest state of each job (raw states are append-only; this view keeps the newest per cluster and job_id).
 -- Grain: one state of one workload (append-only; the `jobs` view keeps the latest per job_id). Time column: updated_at (UTC). Units are in the column names.
--- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW jobs AS
 WITH raw AS NOT MATERIALIZED (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',

@@ -1,6 +1,6 @@
 -- nodes: one row per node (the latest GPU model, count and labels; first and last time seen).
 -- Grain: one node as seen by one writer over one day (the `nodes` view keeps one row per node). Time column: last_seen (UTC). Units are in the column names.
--- Defined in code in gpuledger/schema.py; tests/test_schema_sql.py checks that the two agree.
+-- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW nodes AS
 WITH raw AS (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/nodes/date=*/*.parquet',
