@@ -1,15 +1,16 @@
 """sql/<table>.sql generated from gpuledger/schema.py, so a column is declared once.
 
-`python -m gpuledger.schema_sql --write` rewrites sql/<table>.sql for every raw or derived table whose view is a
-plain read of its files (all of schema.TABLES but CUSTOM). The files stay committed: analysts read them and the
-package ships them; tests/core/test_schema_sql.py fails when one differs from `render(table)`.
+`python -m gpuledger.schema_sql --write` rewrites sql/<table>.sql for every raw or derived table. The files stay
+committed: analysts read them and the package ships them; tests/core/test_schema_sql.py fails when one differs
+from `render(table)`.
 
-CUSTOM views keep a hand-written file (the test still checks that it documents every column with its type):
-jobs (the latest state per job, ties broken by file and row), nodes (one row per node) and tenants (the latest
-run's snapshot). The generator skips them.
+Most views are a plain read of their files. Three keep less than every row, and SHAPES says how, here rather than
+in schema.py because it is a question of SQL: jobs keeps each job's newest state, nodes folds a node's daily rows
+into one, tenants keeps the latest analysis run's snapshot. Their columns, types and docs still come from schema.py.
 """
 
 import sys
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -18,7 +19,53 @@ import duckdb
 from gpuledger import schema
 from gpuledger.query import duckdb_type
 
-CUSTOM = frozenset({"jobs", "nodes", "tenants"})
+
+@dataclass(frozen=True)
+class Newest:
+    """One row per key: the row no other row of the same key outdoes by `by` (ties broken by file and row)."""
+
+    summary: str
+    keys: tuple[str, ...]
+    by: str
+
+
+@dataclass(frozen=True)
+class Folded:
+    """One row per key: each column's value at the largest `by`, but for the columns given their own aggregate."""
+
+    summary: str
+    keys: tuple[str, ...]
+    by: str
+    aggregates: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    """The rows of the newest `by` per `per` (the analytics write a whole snapshot per run)."""
+
+    summary: str
+    by: str
+    per: tuple[str, ...]
+
+
+SHAPES = {
+    "jobs": Newest(
+        "the latest state of each job (raw states are append-only; this view keeps the newest per cluster and job_id)",
+        ("cluster", "job_id"),
+        "updated_at",
+    ),
+    "nodes": Folded(
+        "one row per node (the latest GPU model, count and labels; first and last time seen)",
+        ("cluster", "node"),
+        "last_seen",
+        {"first_seen": "min", "last_seen": "max", "date": "max"},
+    ),
+    "tenants": LatestRun(
+        "one tenant per cluster as the config said at the latest analysis run (name, namespaces, weight, budget)",
+        "computed_at",
+        ("cluster",),
+    ),
+}
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 COMMAND = "python -m gpuledger.schema_sql --write"
 
@@ -34,32 +81,72 @@ def _ident(name: str) -> str:
     return f'"{name}"' if name in _reserved() else name
 
 
+def _files(t: schema.Table, extra: str = "") -> list[str]:
+    partitions = ", ".join(f"'{p}': {duckdb_type(t.polars_schema[p])}" for p in t.path_columns)
+    return [
+        f"read_parquet(getvariable('gpuledger_lake') || '/{t.name}/{t.file_glob}',",
+        f"    hive_partitioning = true, union_by_name = true, hive_types = {{{partitions}}}{extra})",
+    ]
+
+
 def render(name: str) -> str:
-    """The text of sql/<name>.sql for a plain table: a header, one line per column with `-- TYPE: doc`, and a
-    read_parquet over the table's hive-partitioned files (the empty-lake case is query._empty_view's)."""
+    """The text of sql/<name>.sql: a header, one line per column with `-- TYPE: doc`, and a read_parquet over the
+    table's hive-partitioned files, shaped by SHAPES where the view keeps less than every row (the empty-lake case
+    is query._empty_view's)."""
     t = schema.table(name)
+    shape = SHAPES.get(name)
+    grain = f"-- Files: {t.grain}. " if shape else "-- "
     lines = [
-        f"-- {t.name}: {t.grain}.",
-        f"-- Time column: {t.time_column} (UTC). Units are in the column names.",
+        f"-- {t.name}: {shape.summary if shape else t.grain}.",
+        f"{grain}Time column: {t.time_column} (UTC). Units are in the column names.",
         f"-- Generated from gpuledger/schema.py by `{COMMAND}`: edit schema.py, not this file.",
         "-- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';",
         f"CREATE OR REPLACE VIEW {t.name} AS",
-        "SELECT",
     ]
+    if isinstance(shape, Newest):
+        read = _files(t, ", filename = true, file_row_number = true")
+        lines += [f"WITH raw AS NOT MATERIALIZED (SELECT * FROM {read[0]}", f"{read[1]})"]
+    elif isinstance(shape, Folded):
+        read = _files(t)
+        lines += [f"WITH raw AS (SELECT * FROM {read[0]}", f"{read[1]})"]
+    lines.append("SELECT")
     last = len(t.columns) - 1
     for i, c in enumerate(t.columns):
-        col = _ident(c.name) + ("" if i == last else ",")
+        col = _ident(c.name)
+        if isinstance(shape, Folded) and c.name not in shape.keys:
+            how = shape.aggregates.get(c.name)
+            col = f"{how}({col}) AS {col}" if how else f"arg_max({col}, {shape.by}) AS {col}"
+        col += "" if i == last else ","
         lines.append(f"    {col:<56} -- {duckdb_type(c.dtype)}: {c.doc}")
-    partitions = ", ".join(f"'{p}': {duckdb_type(t.polars_schema[p])}" for p in t.path_columns)
-    lines += [
-        f"FROM read_parquet(getvariable('gpuledger_lake') || '/{t.name}/{t.file_glob}',",
-        f"    hive_partitioning = true, union_by_name = true, hive_types = {{{partitions}}});",
-    ]
+    if isinstance(shape, Newest):
+        on = " AND ".join(f"l.{k} = r.{k}" for k in shape.keys)
+        order = ", ".join(f"{{0}}.{k}" for k in (shape.by, "filename", "file_row_number"))
+        lines += [
+            "FROM raw r",
+            "-- The newest row of each key: the row that no other row of the same key outdoes (a tie is broken by",
+            "-- file and row, so exactly one row survives). An anti-join rather than a window over every row: DuckDB",
+            "-- pushes a filter such as `WHERE date >= ...` into `r`, so a question about last week reads last week's",
+            "-- files in full and only the join keys of the rest (0.22 s against 1.0 s for a year of 1.1M jobs).",
+            f"ANTI JOIN raw l ON {on}",
+            f"    AND ({order.format('l')}) > ({order.format('r')});",
+        ]
+    elif isinstance(shape, Folded):
+        lines += ["FROM raw", f"GROUP BY {', '.join(shape.keys)};"]
+    elif isinstance(shape, LatestRun):
+        read = _files(t)
+        lines += [
+            f"FROM {read[0]}",
+            read[1],
+            f"QUALIFY {shape.by} = max({shape.by}) OVER (PARTITION BY {', '.join(shape.per)});",
+        ]
+    else:
+        read = _files(t)
+        lines += [f"FROM {read[0]}", f"{read[1]};"]
     return "\n".join(lines) + "\n"
 
 
 def generated() -> list[str]:
-    return [n for n in schema.TABLES if n not in CUSTOM]
+    return list(schema.TABLES)
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 -- tenants: one tenant per cluster as the config said at the latest analysis run (name, namespaces, weight, budget).
--- Time column: computed_at (UTC). Written by analytics/ (gpuledger analyze); raw snapshots are kept per run day.
--- Defined in code in gpuledger/schema.py; tests/core/test_schema_sql.py checks that the two agree.
+-- Files: one tenant as the config said at an analysis run (the `tenants` view keeps the latest run's). Time column: computed_at (UTC). Units are in the column names.
+-- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW tenants AS
 SELECT
