@@ -170,29 +170,17 @@ def test_collect_once_writes_live_rows(cli, tmp_path):
 
 def test_compact_command(cli, tmp_path):
     lake = tmp_path / "lake"
-    cli(
-        "simulate",
-        "--lake",
-        lake,
-        "--nodes",
-        2,
-        "--gpus-per-node",
-        1,
-        "--days",
-        0.1,
-        "--step-s",
-        60,
-        "--end",
-        "2026-11-02T00:00:00Z",
-        "--workers",
-        1,
-        "--no-compact",
-    )
+    # Two windows of one day, simulated apart: a closed day is one file per run, so the day holds two.
+    for end in ("2026-11-01T12:00:00Z", "2026-11-02T00:00:00Z"):
+        args = ["--nodes", 2, "--gpus-per-node", 1, "--days", 0.1, "--step-s", 60, "--end", end]
+        cli("simulate", "--lake", lake, *args, "--workers", 1, "--no-compact")
     day = lake / "gpu_samples" / "date=2026-11-01"
-    assert len(list(day.glob("*.parquet"))) == 2  # one per node
+    before = pl.read_parquet(day / "*.parquet").sort("ts", "gpu_uuid")
+    assert len(list(day.glob("*.parquet"))) == 2
     r = cli("compact", "--lake", lake)
     assert r.exit_code == 0 and "compacted" in r.output
     assert len(list(day.glob("*.parquet"))) == 1
+    assert pl.read_parquet(day / "*.parquet").sort("ts", "gpu_uuid").equals(before)
 
 
 def test_import_commands(cli, tmp_path):
