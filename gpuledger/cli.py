@@ -375,12 +375,11 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
-    from gpuledger.analytics.decisions import checked_models
     from gpuledger.collector import sources
     from gpuledger.collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
-    checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
+    _checked_models(ctx)  # a quota key naming no GPU model: one line now, not a failed analysis later
     spool = _claim_spool(ctx)  # before anything touches the lake: a second `up` on it stops here
     nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
     source = "nvml" if nvml_source else "sim"
@@ -630,6 +629,16 @@ def enforcer() -> None:
     """The admission webhook: quota, budget, idle-hog and fair-share decisions from the analytics."""
 
 
+def _checked_models(ctx: Ctx) -> list[str]:
+    """The lake's GPU models once every quota key names one (ConfigError otherwise), read under the lake's read
+    lock: an analytics run or compaction may be replacing the files it reads (gpuledger.lake_lock)."""
+    from gpuledger.analytics.decisions import checked_models
+    from gpuledger.lake_lock import reading
+
+    with reading(ctx.lake):
+        return checked_models(ctx.lake, ctx.cfg)
+
+
 @enforcer.command(name="serve")
 @click.option("--cert", required=True, type=click.Path(exists=True, dir_okay=False), help="Serving certificate (PEM).")
 @click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
@@ -645,13 +654,12 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     import uvicorn
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    from gpuledger.analytics.decisions import checked_models
     from gpuledger.enforcer.connections import server_config
     from gpuledger.enforcer.decide import Settings
     from gpuledger.enforcer.server import Webhook, create_app
     from gpuledger.enforcer.store import AuditWriter, load_table
 
-    checked_models(ctx.lake, ctx.cfg)  # a quota key that names no GPU model of the lake would cap nothing
+    _checked_models(ctx)  # a quota key that names no GPU model of the lake would cap nothing
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as e:
@@ -717,12 +725,11 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     """What the webhook would answer for the workloads in FILE (YAML or JSON; - for stdin), against the lake's
     decision table: admitted or denied and why, warnings, the priority class it would set. Exit status 3 if
     any is denied. Nothing is counted or audited."""
-    from gpuledger.analytics.decisions import checked_models
     from gpuledger.enforcer.check import check, objects, render
     from gpuledger.enforcer.decide import Settings
     from gpuledger.enforcer.store import load_table
 
-    checked_models(ctx.lake, ctx.cfg)  # as `enforcer serve` does
+    _checked_models(ctx)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
     results = check(objects(file.read(), file.name), load_table(ctx.lake), Settings.of(ctx.cfg), now, namespace)

@@ -75,3 +75,25 @@ def test_a_key_that_names_no_model_is_a_config_error(cli, lake, tmp_path, comman
     assert r.exit_code == 1, r.output
     line = f"{cfg}: tenants[0] (vision).quota.H10: names no GPU model in the lake (known: "
     assert line in r.output and H100 in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("command", [("enforcer", "check", "-"), ("enforcer", "serve"), ("up",)])
+def test_the_commands_read_the_models_under_the_lakes_read_lock(cli, lake, tmp_path, monkeypatch, command):
+    """An analytics run or compaction may replace the files the quota check reads: it holds the read lock."""
+    import os
+
+    from gpuledger import lake_lock
+    from gpuledger.analytics import decisions
+
+    held = []
+
+    def spy(path):
+        held.append(lake_lock._held.__dict__.get("depth", {}).get(os.path.abspath(path), 0) > 0)
+        raise SystemExit(9)  # stop the command here: only the check's read is under test
+
+    monkeypatch.setattr(decisions, "known_models", spy)
+    args = [*command, "--config", config(tmp_path, "H100"), "--lake", lake]
+    if command[-1] == "serve":
+        args += ["--cert", args[-3], "--key", args[-3]]
+    r = cli(*args, input="")
+    assert r.exit_code == 9 and held == [True], r.output
