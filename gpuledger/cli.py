@@ -106,12 +106,29 @@ def _utc(value: str | None, name: str) -> float | None:
     return t.timestamp()
 
 
-_interval_option = click.option(
-    "--interval-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds between scrapes [config collector.interval_s].",
-)
+def _config_option(key: str, *flags: str, help: str, **kw):
+    """An option that overrides the config key `key` (section.name). Its type and bounds are the key's declaration
+    in gpuledger/config.py, and its help names the key and its built-in default, so neither is written twice."""
+    from gpuledger.config_keys import declared
+
+    section, name = key.split(".")
+    values = getattr(config_mod.defaults(), section)
+    f, k, tp = next(d for d in declared(type(values)) if d[0].name == name)
+    lo, hi = (k.ge if k.gt is None else k.gt), (k.le if k.lt is None else k.lt)
+    opts = {"min": lo, "max": hi, "min_open": k.gt is not None, "max_open": k.lt is not None}
+    if k.choices:
+        kind = click.Choice(k.choices)
+    elif tp is int:
+        kind = click.IntRange(lo if k.gt is None else lo + 1, hi if k.lt is None else hi - 1)
+    elif tp in (float, int | float):
+        kind = click.FloatRange(**opts)
+    else:
+        kind = None
+    shown = k.shown or getattr(values, name)
+    return click.option(*flags, type=kind, default=None, help=f"{help} [config {key}: {shown}]", **kw)
+
+
+_interval_option = _config_option("collector.interval_s", "--interval-s", help="Seconds between scrapes.")
 
 
 def _progress(label: str, length: int):
@@ -120,8 +137,8 @@ def _progress(label: str, length: int):
 
 # -- simulate -------------------------------------------------------------------------------------------
 @main.command()
-@click.option("--nodes", type=click.IntRange(1, 100_000), default=None, help="Nodes [config simulator.nodes]")
-@click.option("--gpus-per-node", type=click.IntRange(1, 16), default=None, help="GPUs per node [config]")
+@_config_option("simulator.nodes", "--nodes", help="Nodes.")
+@_config_option("simulator.gpus_per_node", "--gpus-per-node", help="GPUs per node.")
 @click.option(
     "--days",
     type=click.FloatRange(min=0, min_open=True),
@@ -130,7 +147,7 @@ def _progress(label: str, length: int):
     help="Length of the window to backfill.",
 )
 @click.option("--step-s", type=click.IntRange(1, 86400), default=10, show_default=True, help="Seconds between samples.")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Random seed [config simulator.seed]")
+@_config_option("simulator.seed", "--seed", help="Random seed.")
 @click.option("--models", default=None, help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}")
 @click.option("--end", default=None, help="End of the window, ISO-8601 UTC [now].")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [CPU count].")
@@ -246,23 +263,15 @@ class _RegisteredSources(click.Choice):
 )
 @click.option("--once", is_flag=True, help="Scrape once, flush to the lake and exit.")
 @_interval_option
-@click.option(
-    "--flush-interval-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds between spool flushes [config collector.flush_interval_s].",
-)
+@_config_option("collector.flush_interval_s", "--flush-interval-s", help="Seconds between spool flushes.")
 @click.option(
     "--url",
     "urls",
     multiple=True,
     help="dcgm-exporter page(s) for --source dcgm (repeatable), or the Prometheus server for --source prometheus.",
 )
-@click.option(
-    "--metrics-port",
-    type=click.IntRange(0, 65535),
-    default=None,
-    help="Serve the collector's own /metrics on this port [config collector.metrics_port; 0 = off].",
+@_config_option(
+    "collector.metrics_port", "--metrics-port", help="Serve the collector's own /metrics on this port (0 = off)."
 )
 @click.option(
     "--print-acks",
@@ -366,12 +375,7 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 # -- up -------------------------------------------------------------------------------------------------
 @main.command()
 @_interval_option
-@click.option(
-    "--backfill-days",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="History to simulate on an empty lake [config simulator.backfill_days].",
-)
+@_config_option("simulator.backfill_days", "--backfill-days", help="Recent days to simulate on an empty lake.")
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
@@ -609,8 +613,8 @@ def _dashboard_server(ctx: Ctx, host: str, port: int):
 
 
 @main.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="TCP port [config dashboard.port: 8050].")
-@click.option("--host", default=None, help="Address to listen on [config dashboard.host: 127.0.0.1].")
+@_config_option("dashboard.port", "--port", help="TCP port.")
+@_config_option("dashboard.host", "--host", help="Address to listen on.")
 @common
 def dashboard(ctx: Ctx, port, host) -> None:
     """Serve the management dashboards (read-only) over the lake's analytics."""

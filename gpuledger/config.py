@@ -7,7 +7,7 @@ field's metadata (gpuledger/config_keys.py). One generic walker, `config_keys.Wa
 check and convert each table; the enforcer's settings hold the EnforcerConfig itself (enforcer/decide.py); the
 README's table is generated from them (`python -m gpuledger.config_doc --write`) and a test fails when it differs.
 A new key is one declaration plus that regenerated table. Rules that tie keys together (platform_tenant, auth_user
-with auth_password_env, a source listed twice, an empty model list, tenants' namespaces, duplicate rates) are
+with auth_password_env, a source listed twice, no source or no model, tenants' namespaces, duplicate rates) are
 explicit checks after the walk.
 
 Why field metadata and one walker rather than pydantic v2 or msgspec: the errors stay exactly ours, `file: key:
@@ -169,10 +169,10 @@ class CollectorConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    nodes: int = key(12, "simulated nodes", gt=0)
+    nodes: int = key(12, "simulated nodes", ge=1, le=100_000)
     gpus_per_node: int = key(8, "GPUs per simulated node", ge=1, le=16)
     models: tuple[str, ...] = key(("H100", "A100", "L40S"), "GPU models of the simulated fleet", check=SIM_MODEL)
-    seed: int = key(42, "random seed of the simulation", ge=0)
+    seed: int = key(42, "random seed of the simulation", ge=0, le=2**32 - 1)
     backfill_days: float = key(
         7.0, "recent days `up` backfills into an empty lake, every backfill_step_s", unit="d", ge=0
     )
@@ -394,6 +394,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         dup = sorted({str(s) for s in sources if sources.count(s) > 1})
         if dup:
             c.bad("collector.sources", f"listed twice: {', '.join(dup)}")
+    if sources == []:  # collect would scrape nothing and say it had
+        c.bad("collector.sources", f"must list at least one source (registered: {', '.join(source_names())})")
     if not cfg.simulator.models:
         c.bad("simulator.models", "must list at least one model")
     an = cfg.analytics

@@ -218,18 +218,23 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+def _num(v: float) -> str:
+    """A bound as written: 4294967295, not 4.29497e+09; 0.5 as 0.5."""
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
 def bounds_text(k: Key) -> str:
     """The bounds in words: "> 0", "between 1 and 16", "in (0, 2]"; "" when there are none."""
-    lo = (f"({k.gt:g}", k.gt) if k.gt is not None else (f"[{k.ge:g}", k.ge) if k.ge is not None else None
-    hi = (f"{k.lt:g})", k.lt) if k.lt is not None else (f"{k.le:g}]", k.le) if k.le is not None else None
+    lo = (f"({_num(k.gt)}", k.gt) if k.gt is not None else (f"[{_num(k.ge)}", k.ge) if k.ge is not None else None
+    hi = (f"{_num(k.lt)})", k.lt) if k.lt is not None else (f"{_num(k.le)}]", k.le) if k.le is not None else None
     if lo and hi:
         if k.ge is not None and k.le is not None:
-            return f"between {k.ge:g} and {k.le:g}"
+            return f"between {_num(k.ge)} and {_num(k.le)}"
         return f"in {lo[0]}, {hi[0]}"
     if lo:
-        return f"> {k.gt:g}" if k.gt is not None else f">= {k.ge:g}"
+        return f"> {_num(k.gt)}" if k.gt is not None else f">= {_num(k.ge)}"
     if hi:
-        return f"< {k.lt:g}" if k.lt is not None else f"<= {k.le:g}"
+        return f"< {_num(k.lt)}" if k.lt is not None else f"<= {_num(k.le)}"
     return ""
 
 

@@ -74,6 +74,7 @@ BAD = [
     ("bad_duplicate_tenant.toml", ["duplicate tenant name(s): vision"]),
     ("bad_namespace_twice.toml", ["namespace 'shared' already belongs to tenant 'a'"]),
     ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),
+    ("bad_no_source.toml", ["collector.sources: must list at least one source (registered: dcgm, k8s, nvml,"]),
     ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
     ("bad_toml_syntax.toml", ["not valid TOML"]),
     ("bad_finops.toml", ["finops.provider_name: must not be empty", "finops.host_provider: unknown key"]),
@@ -257,3 +258,36 @@ def test_two_prices_for_one_model_and_date_name_the_rows_as_written():
         "  f.toml: rates: two prices for H100 from 2026-01-01 00:00:00+00:00 (rates[1] and rates[2])"
         in str(e.value).splitlines()
     )
+
+
+def test_every_cli_option_over_a_config_key_has_its_declared_bounds_and_default():
+    """An option whose help names `[config section.key: default]` overrides that key: its range and the default it
+    shows must be the declaration's (gpuledger.cli._config_option derives both), not a second copy."""
+    import re
+
+    import click
+
+    from gpuledger.cli import main
+    from gpuledger.config_keys import declared
+
+    def options(cmd, path=()):
+        for p in cmd.params:
+            yield path, p
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from options(sub, (*path, name))
+
+    seen = 0
+    for path, p in options(main):
+        m = re.search(r"\[config (\w+)\.(\w+): ([^\]]+)\]", getattr(p, "help", None) or "")
+        if not m:
+            continue
+        section, name, shown = m.groups()
+        values = getattr(config.defaults(), section)
+        _, k, _ = next(d for d in declared(type(values)) if d[0].name == name)
+        assert shown == str(k.shown or getattr(values, name)), (path, p.name)
+        if isinstance(p.type, click.types._NumberRangeBase):
+            lo = k.ge if k.gt is None else k.gt
+            hi = k.le if k.lt is None else k.lt
+            assert (p.type.min, p.type.max) in ((lo, hi), (lo + 1 if k.gt is not None else lo, hi)), (path, p.name)
+        seen += 1
+    assert seen >= 8
