@@ -343,12 +343,13 @@ CHECKOV = "3.3.30"
 
 
 def checkov(request) -> Path:
-    """checkov from PATH, else a venv of its own in pytest's cache: its pins (packaging<24, python-dateutil<3)
-    clash with pytest and the kubernetes client in our test extra, so it cannot share our environment."""
+    """checkov from PATH, else the venv of its own that .ci/run installs beside ours (made here when absent): its pins
+    (packaging<24, python-dateutil<3) clash with pytest and the kubernetes client in our test extra, so it cannot
+    share our environment."""
     found = shutil.which("checkov")
     if found:
         return Path(found)
-    venv = request.config.cache.mkdir(f"checkov-{CHECKOV}")
+    venv = ROOT / ".venv-checkov"
     exe = venv / "bin" / "checkov"
     if not exe.exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
