@@ -10,7 +10,9 @@ clock is advanced.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import struct
 import uuid
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -129,6 +131,19 @@ def mean_hold_s(size: float, idle_p: float, points: int = 20_000) -> float:
     return sum(STARTUP_S) / 2 + (1 - idle_p) * busy + idle_p * idle
 
 
+def job_id(seed: int, cluster: str, submitted_s: float, n: int, salt: int) -> str:
+    """A UUID (v4 form) hashed from everything that tells a job apart, its submit time included.
+
+    The stream restarts from the seed whenever a fleet is new (every `gpuledger simulate`), and its diurnal and
+    weekly cycle repeats: a run that starts a whole week after another draws the same numbers and the same job
+    counter, so an id made of those alone (as it was) named two jobs of one lake alike. The exact submit time
+    (the start plus the drawn gaps) differs between such runs and is the same on a re-run or a continued fleet,
+    which replays the stream from its epoch: ids are unique across runs into one lake and still deterministic.
+    """
+    key = struct.pack("<qdqq", seed, submitted_s, n, salt) + cluster.encode()
+    return str(uuid.UUID(bytes=hashlib.blake2b(key, digest_size=16).digest(), version=4))
+
+
 def _pick(cum: np.ndarray, u: float) -> int:
     return min(int(np.searchsorted(cum, u, side="right")), len(cum) - 1)
 
@@ -199,10 +214,10 @@ class Workload:
         if profile == "idle":
             duration = max(duration, r.uniform(*IDLE_HOLD_H) * 3600)  # parked notebooks hold GPUs for hours
         model = self.models[_pick(self.model_cum, r.random())]
-        job_uuid = uuid.UUID(int=int(r.integers(0, 2**63)) << 64 | (self.seed & 0xFFFFFFFF) << 32 | self.n, version=4)
+        salt = int(r.integers(0, 2**63))  # drawn as before, so every later draw of the stream stays the same
         return JobSpec(
             n=self.n,
-            job_id=str(job_uuid),
+            job_id=job_id(self.seed, self.cluster, self.t, self.n, salt),
             tenant=tenant.name,
             namespace=ns,
             queue="interactive" if profile == "idle" else "batch",
