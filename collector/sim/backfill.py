@@ -129,11 +129,12 @@ def _run_batch(b: _Batch) -> _BatchResult:
 
 
 def _seen(node: NodeInfo, b: _Batch, samples: pl.DataFrame) -> pl.DataFrame:
-    """The node inventory row of each UTC day of the window: first and last sample of that day. A window within one
-    day says t0 and t1 - step, as the whole-schedule code did (the test compares with its rows): that is the last
-    sample unless the run ends off the step grid, where it is earlier (even before t0: a known quirk, kept)."""
-    if b.t1 - b.t0 <= 86400 and samples["ts"][0].date() == samples["ts"][-1].date():
-        return node_row(node, b.cluster, b.t0, b.t1 - b.step_s)
+    """The node inventory row of each UTC day of the window: the first and the last sample of that day, so the row
+    lands in that day's partition (by last_seen). Not t1 - step, which is before the last sample when the run ends
+    off the step grid, and even before t0 (and in the previous date) when the last window is shorter than a step."""
+    first, last = samples["ts"].min(), samples["ts"].max()
+    if first.date() == last.date():  # the usual window, a day or less: no group_by
+        return node_row(node, b.cluster, first.timestamp(), last.timestamp())
     days = samples.group_by(pl.col("ts").dt.date().alias("date")).agg(
         pl.col("ts").min().alias("a"), pl.col("ts").max().alias("b")
     )

@@ -10,7 +10,9 @@ lost, added or duplicated shows).
 
 The jobs.parquet files were rewritten when job ids came to be hashed from the submit time (two runs a week apart
 shared every id): the rows are those of the whole-schedule code with each job_id replaced one-to-one, every other
-column the same (EXCEPT ALL with job_id left out, both ways: 0 rows).
+column the same (EXCEPT ALL with job_id left out, both ways: 0 rows). new_then_continued/nodes.parquet was
+rewritten when a node's last row of a run ending off the step grid came to say its last sample (07:40) instead of
+t1 - step (07:37): those 3 rows' last_seen is all that changed.
 """
 
 from __future__ import annotations
