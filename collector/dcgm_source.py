@@ -29,7 +29,7 @@ from pathlib import Path
 from gpuledger.collector.dcgm.columns import FieldColumns, PageReader
 from gpuledger.collector.dcgm.exposition import ExpositionError, parse
 from gpuledger.collector.dcgm.rows import RowBuilder
-from gpuledger.collector.http_fetch import AsyncFetcher, FetchError, Response
+from gpuledger.collector.http_fetch import AsyncFetcher, FetchError, FetchTimeout, Response
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
@@ -271,6 +271,10 @@ class _Round:
             try:
                 r = await src._fetcher.get(t.url, min(src.timeout_s, remaining))
                 src.read_page(t, r, self.ts_us, self.chunk)
+            except FetchTimeout as e:
+                # Cut short by the round's deadline, not the request's own limit: say which limit it was.
+                cut = FetchTimeout(f"{t.url}: no answer before the round's deadline of {src.deadline_s:g} s")
+                src._failed(t, place, self.now_s, self.ts_us, cut if remaining < src.timeout_s else e, self.chunk)
             except (FetchError, SourceError) as e:
                 src._failed(t, place, self.now_s, self.ts_us, e, self.chunk)
             else:

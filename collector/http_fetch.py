@@ -29,6 +29,10 @@ class FetchError(Exception):
     """Why a GET failed, in words fit for a health event."""
 
 
+class FetchTimeout(FetchError):
+    """No answer within the time allowed (the caller may know a better name for that limit)."""
+
+
 @dataclass(frozen=True)
 class Response:
     body: bytes
@@ -189,8 +193,7 @@ class AsyncFetcher:
                     status, reason, ctype, body = await self._exchange(conn, url)
         except TimeoutError as e:
             self._drop(conn)
-            # .3g: a limit cut short by the round's deadline reads 2, not 1.99998
-            raise FetchError(f"{url}: no answer within {timeout_s:.3g} s") from e
+            raise FetchTimeout(f"{url}: no answer within {timeout_s:g} s") from e
         except FetchError as e:
             self._drop(conn)
             raise FetchError(f"{url}: {e}") from e

@@ -249,7 +249,7 @@ def test_the_round_deadline_stops_new_requests_and_the_rest_go_first_next_round(
     try:
         details = [d for x in src.collect(T) if x.table == "health_events" for d in x.columns["detail"]]
         assert details == [
-            f"{silent_url}: no answer within 2 s",
+            f"{silent_url}: no answer before the round's deadline of 2 s",
             f"dcgm: the round's deadline of 2 s passed before 2 of 3 targets were scraped (first {a.url}); "
             "they go first next round",
         ]
