@@ -106,3 +106,19 @@ def test_bad_credentials_and_a_missing_bucket_are_named():
         good = srv.filesystem(access_key=key, secret_key=secret)
         with pytest.raises(OSError, match="(?i)bucket"):
             good.get_file_info(pafs.FileSelector("no-such-bucket"))
+
+
+def test_duckdbs_lockdown_allows_the_lakes_prefix_and_nothing_else(s3):
+    """gpuledger/query.py's guard (external access off, only the lake allowed) holds for an fsspec S3 lake too."""
+    for key in ("p/t/a.parquet", "other/t/a.parquet"):
+        FRAME.write_parquet(f"s3://{s3.bucket}/{key}", storage_options=opts(s3.endpoint_url))
+    con = duckdb.connect()
+    con.register_filesystem(S3Wrapper(s3.server.filesystem()))
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET allowed_directories = $d", {"d": [f"s3://{s3.bucket}/p/"]})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    assert con.execute(f"SELECT count(*) FROM read_parquet('s3://{s3.bucket}/p/t/*.parquet')").fetchall() == [(2,)]
+    for outside in (f"s3://{s3.bucket}/other/t/*.parquet", "/etc/hostname"):
+        with pytest.raises(duckdb.PermissionException, match="disabled by configuration"):
+            con.execute(f"SELECT count(*) FROM read_parquet('{outside}')")
