@@ -95,8 +95,8 @@ def test_an_unreachable_endpoint_fails_fast_with_the_endpoint_named():
     assert time.monotonic() - t < 30  # a bound on a hang (retries default to minutes), not a timing figure
 
 
-def test_bad_credentials_and_a_missing_bucket_are_named():
-    with MotoServer() as srv:
+def test_bad_credentials_and_a_missing_bucket_are_named(moto_server):  # its own server: auth stays on
+    with MotoServer(moto_server.python) as srv:
         srv.create_bucket("lake-auth")
         key, secret = srv.enforce_auth()
         with pytest.raises(OSError, match="SIGNATURE_DOES_NOT_MATCH"):
