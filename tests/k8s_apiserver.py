@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -238,3 +239,17 @@ def _discovery(parts: list[str]) -> dict | None:
 def _group(name: str) -> dict:
     versions = [{"groupVersion": gv, "version": gv.split("/")[1]} for gv in DISCOVERY if gv.split("/")[0] == name]
     return {"name": name, "versions": versions, "preferredVersion": versions[0]}
+
+
+def kubectl_dry_run(stream: str, tmp_path) -> subprocess.CompletedProcess:
+    """`kubectl apply --dry-run=client` of a manifest stream against a fresh stand-in server (its discovery and
+    OpenAPI answers are what kubectl checks the objects' kinds against)."""
+    with RecordedApiServer() as api:
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
+            input=stream,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )

@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 
 import k8s_apiserver
-from k8s_apiserver import RecordedApiServer
+from k8s_apiserver import kubectl_dry_run
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -127,18 +127,6 @@ def test_every_rendered_object_fits_its_typed_model(rendered):
         for d in objects(stream):
             model = api._ApiClient__deserialize(d, MODELS[d["kind"]])
             assert api.sanitize_for_serialization(model) == d, (overlay, d["kind"], d["metadata"]["name"])
-
-
-def kubectl_dry_run(stream: str, tmp_path) -> subprocess.CompletedProcess:
-    with RecordedApiServer() as api:
-        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-        return subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
-            input=stream,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
 
 
 @needs_kubectl

@@ -4,13 +4,12 @@ unchanged (a schema check of field names and types), it passes the real `kubectl
 resources even in a client dry run), and it has the defaults the webhook needs."""
 
 import shutil
-import subprocess
 
 import pytest
 import yaml
 from kubernetes import client
 
-from k8s_apiserver import RecordedApiServer
+from k8s_apiserver import kubectl_dry_run
 
 MODELS = {
     "Namespace": "V1Namespace",
@@ -62,18 +61,6 @@ def test_the_defaults_the_issue_asks_for(manifest):
         tmpl["securityContext"]["runAsNonRoot"] and tmpl["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
     )
     assert docs["ConfigMap"]["data"] == {"gpuledger.toml": "# gpuledger's built-in defaults\n"}
-
-
-def kubectl_dry_run(stream: str, tmp_path) -> subprocess.CompletedProcess:
-    with RecordedApiServer() as api:
-        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-        return subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
-            input=stream,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed (.ci/run installs it)")
