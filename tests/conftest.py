@@ -93,3 +93,31 @@ def dash_lake(tmp_path_factory) -> Path:
     make_lake(path, nodes=4, gpus=4, days=35, step_s=1800)
     run(path, until_s=END)
     return path
+
+
+# -- the object-store lake: an S3-protocol server (moto, its own process on loopback), tests/s3_server.py ------------
+@pytest.fixture(scope="session")
+def moto_server():
+    from s3_server import MotoServer
+
+    try:
+        server = MotoServer().start()
+    except (RuntimeError, OSError) as e:
+        pytest.skip(f"no S3 server: {e}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(moto_server, monkeypatch):
+    """A fresh bucket on the session's server, with the standard AWS variables set in the environment."""
+    import uuid
+
+    from s3_server import S3
+
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    moto_server.create_bucket(bucket)
+    env = moto_server.env()
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return S3(moto_server.url, bucket, env, moto_server)

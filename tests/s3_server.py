@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 MOTO = "5.2.5"
@@ -149,3 +150,13 @@ print(json.dumps([k["AccessKeyId"], k["SecretAccessKey"]]))
             raise RuntimeError(f"enforce_auth failed: {r.stderr.strip()[-300:]}")
         key_id, secret = json.loads(r.stdout)
         return key_id, secret
+
+
+@dataclass(frozen=True)
+class S3:
+    """A bucket on a running server, with the standard AWS variables that reach it."""
+
+    endpoint_url: str
+    bucket: str
+    env: dict[str, str]  # AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (+ DEFAULT_REGION)
+    server: MotoServer

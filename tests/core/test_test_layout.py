@@ -40,3 +40,9 @@ def test_no_imports_of_test_modules_another():
         if (found := imports_of_test_modules(p.read_text()))
     }
     assert offenders == {}
+
+
+def test_one_conftest():
+    """Tests import `from conftest import ...` by name (tests/ is on the path): a second conftest.py is imported as
+    the same module name and shadows the first for whichever test imports after it."""
+    assert sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("conftest.py")) == ["conftest.py"]
