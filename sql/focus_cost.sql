@@ -88,6 +88,10 @@ SELECT
         'GpuCount', 1, 'x_RateCardModel', coalesce(rate_model, gpu_model)) AS VARCHAR)
     END AS SkuPriceDetails,                                   -- JSON: FOCUS GpuCount, and x_RateCardModel
     coalesce(rate_model, gpu_model) || '@' || CAST(unit_price AS VARCHAR) AS SkuPriceId, -- String: SKU and price
+    -- The cluster is also the sub-account, the grouping FOCUS tools break cost down by (docs/finops.md says why).
+    CAST(cluster AS VARCHAR) AS SubAccountId,                 -- String: the cluster
+    CAST(cluster AS VARCHAR) AS SubAccountName,               -- String: the cluster
+    'Cluster' AS SubAccountType,                              -- String: what a sub-account is here
     CAST(CASE
         WHEN is_split THEN origin_tags  -- a dimension: the same on every split of one origin
         ELSE json_merge_patch(origin_tags, job_tags)

@@ -1,8 +1,9 @@
--- queue_stats: one tenant x GPU model x size bucket: how long jobs waited for GPUs, over every scheduled job in
+-- queue_stats: one cluster x tenant x GPU model x size bucket: how long jobs waited for GPUs, over every scheduled job in
 -- job_stats (filter job_stats yourself for a time window). Percentiles interpolate linearly (quantile_cont),
 -- the same rule as analytics/queue_time.py.
 CREATE OR REPLACE VIEW queue_stats AS
 SELECT
+    cluster,                                                 -- VARCHAR: cluster (one lake may hold several)
     tenant,                                                  -- VARCHAR: tenant
     gpu_model,                                               -- VARCHAR: GPU model asked for
     size_bucket,                                             -- VARCHAR: <1, 1, 2, 3-4, 5-8, >8 GPUs

@@ -298,7 +298,9 @@ def _stream(
     by the length of the run (a year of 1,000 GPUs held 15.3 GB as one schedule)."""
     writer = LakeWriter(lake)
     writer.init()
-    name = f"sim{seed}"
+    # The cluster in the name: two fleets of one seed in one lake (clusters eu-1 and us-1) would otherwise write
+    # the same file names, and the second would replace the first's files.
+    name = f"sim{seed}-{cfg.cluster}"
     # Before the first window (a new fleet's warm-up day, or a continued fleet's time already in the lake): a day
     # at a time, holding only the rows of jobs open at the start.
     first = plan[0][0] if plan else end
