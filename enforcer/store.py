@@ -19,21 +19,27 @@ from gpuledger.spool import Spool
 log = logging.getLogger(__name__)
 
 
-def load_table(lake: Path) -> Table | None:
-    """The latest analysis's rows of the lake's `decisions` table (None when the analytics have not run).
+def load_table(lake: Path, cluster: str) -> Table | None:
+    """The latest analysis's rows of `cluster` in the lake's `decisions` table (None when the analytics have not run
+    for it).
 
-    Read through the query helper (gpuledger.query.Lake), as every reader of the lake is: SELECT only, a time limit,
-    UTC."""
+    One lake may hold several clusters, each with its own webhook: a webhook reads its own cluster's rows only (the
+    config's `cluster`), and its latest run is its own, not whichever cluster was analysed last. Read through the
+    query helper (gpuledger.query.Lake), as every reader of the lake is: SELECT only, a time limit, UTC."""
     if not has_data(lake, "decisions"):
         return None
-    latest_sql = "SELECT * FROM {t} WHERE computed_at = (SELECT max(computed_at) FROM {t})"
+    latest_sql = (
+        "SELECT * FROM {t} WHERE cluster = $cluster "
+        "AND computed_at = (SELECT max(computed_at) FROM {t} WHERE cluster = $cluster)"
+    )
+    mine = {"cluster": cluster}
     holds = None
     # Both under one read lock (Lake takes it per query; it is re-entrant): the analytics replace these files under
     # the exclusive lock, so never between the two reads either.
     with reading(lake), Lake(lake) as q:
-        latest = q.execute(latest_sql.format(t="decisions")).frame
+        latest = q.execute(latest_sql.format(t="decisions"), mine).frame
         if has_data(lake, "idle_holds"):
-            holds = q.execute(latest_sql.format(t="idle_holds")).frame
+            holds = q.execute(latest_sql.format(t="idle_holds"), mine).frame
     if latest.is_empty():
         return None
     rows = {}

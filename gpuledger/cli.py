@@ -691,10 +691,11 @@ def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
                 f"enforcer: namespace labels are not watched ({why}); tenants come from the config only", err=True
             )
     audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
-    hook = Webhook(Settings.of(ctx.cfg), load_table(ctx.lake), audit, cluster=ctx.cfg.cluster, namespaces=namespaces)
+    table = load_table(ctx.lake, ctx.cfg.cluster)  # this cluster's rows only: one lake may hold several
+    hook = Webhook(Settings.of(ctx.cfg), table, audit, cluster=ctx.cfg.cluster, namespaces=namespaces)
     sched = BackgroundScheduler(timezone="UTC")
     sched.add_job(
-        lambda: hook.set_table(load_table(ctx.lake)),
+        lambda: hook.set_table(load_table(ctx.lake, ctx.cfg.cluster)),
         "interval",
         seconds=ctx.cfg.enforcer.refresh_s,
         id="decision-table",
@@ -736,7 +737,8 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     _checked_models(ctx)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
-    results = check(objects(file.read(), file.name), load_table(ctx.lake), Settings.of(ctx.cfg), now, namespace)
+    table = load_table(ctx.lake, ctx.cfg.cluster)
+    results = check(objects(file.read(), file.name), table, Settings.of(ctx.cfg), now, namespace)
     for r in results:
         click.echo("\n".join(render(r)))
     if any(not r.validate.response["response"]["allowed"] for r in results):

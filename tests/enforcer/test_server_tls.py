@@ -199,9 +199,9 @@ def test_a_reload_during_load_never_fails_a_request(served):
 
 
 def test_load_table_reads_the_analytics_decisions(analysed_lake):
-    t = load_table(analysed_lake)
+    t = load_table(analysed_lake, "default")
     assert t is not None and t.computed_at is not None and t.rows
-    assert load_table(analysed_lake.parent / "nothing") is None
+    assert load_table(analysed_lake.parent / "nothing", "default") is None
     # The idle GPUs of the same run, as the analysts see them in SQL (the simulated day leaves one pod idle).
     with Lake(analysed_lake) as lake:
         sql = lake.execute(
@@ -232,7 +232,7 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
         ),
         "t",
     )
-    t = load_table(tmp_path)
+    t = load_table(tmp_path, "c")
     assert [(h.pod, h.idle_since_s) for h in t.idle["vision"]] == [("p", (at - dt.timedelta(hours=3)).timestamp())]
     # A reload between the analytics' two writes sees the next run's holds beside this run's decisions: newer, kept.
     nxt = at + dt.timedelta(minutes=5)
@@ -241,7 +241,7 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
         frame_from_rows("idle_holds", [hold | dict(computed_at=us(nxt), pod="q", idle_since=us(at))]),
         "t2",
     )
-    assert [h.pod for h in load_table(tmp_path).idle["vision"]] == ["q"]
+    assert [h.pod for h in load_table(tmp_path, "c").idle["vision"]] == ["q"]
 
 
 def job_review(gpus, uid="u-job", namespace="vision-train"):

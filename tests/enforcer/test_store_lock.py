@@ -23,7 +23,7 @@ def test_the_decision_table_is_read_under_the_lakes_read_lock(tmp_path, monkeypa
         def __exit__(self, *exc):
             pass
 
-        def execute(self, sql):
+        def execute(self, sql, params=None):
             fd = os.open(lake, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what publishing() takes
@@ -37,5 +37,5 @@ def test_the_decision_table_is_read_under_the_lakes_read_lock(tmp_path, monkeypa
 
     monkeypatch.setattr(store, "has_data", lambda *_a: True)
     monkeypatch.setattr(store, "Lake", Lake)
-    assert store.load_table(lake) is None  # no rows
+    assert store.load_table(lake, "c") is None  # no rows
     assert blocked == [True, True]  # decisions and idle_holds both read under the shared lock
