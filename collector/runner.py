@@ -62,6 +62,11 @@ class Collector:
         self.clock = clock
         self.on_ack = on_ack
         self.interval_s = 10.0  # set by schedule(); the unit of the retry backoff
+        self.flush_interval_s = 30.0  # set by schedule(); the unit of a failing flush's backoff
+        # A failing flush (an object store down or refusing) is retried with the same backoff as a source, in
+        # units of the flush interval: the spool keeps every batch meanwhile, and the store is not hammered.
+        self._flush_failures = 0
+        self._flush_retry_at = 0.0
         self.scrapes = 0
         self.errors = 0
         self.metrics = metrics or CollectorMetrics(spool.dir)
@@ -180,11 +185,21 @@ class Collector:
             log.error("scrape not recorded: %s", e)
 
     def flush_logged(self) -> None:
+        now = self.clock()
+        if now < self._flush_retry_at:
+            return
         try:
             self.flush()
         except GpuledgerError as e:
             self.errors += 1
-            log.error("flush failed, the spool keeps the data for the next one: %s", e)
+            n = self._flush_failures = self._flush_failures + 1
+            wait = min(self.flush_interval_s * 2 ** (n - 1), MAX_BACKOFF_S) if n > 1 else 0.0
+            self._flush_retry_at = now + wait
+            log.error("flush failed (failure %d; next try in %.0f s), the spool keeps the data: %s", n, wait, e)
+            return
+        if self._flush_failures:
+            log.warning("flush works again after %d failure(s)", self._flush_failures)
+        self._flush_failures, self._flush_retry_at = 0, 0.0
 
     def _event(self, now: float, kind: str, detail: str, source: str) -> Batch:
         return Batch(
@@ -235,7 +250,7 @@ class Collector:
                 src.close()
 
     def schedule(self, scheduler: BackgroundScheduler, interval_s: float, flush_interval_s: float) -> None:
-        self.interval_s = interval_s
+        self.interval_s, self.flush_interval_s = interval_s, flush_interval_s
         opts = dict(coalesce=True, max_instances=1, misfire_grace_time=None)
         scheduler.add_job(self.scrape_logged, "interval", seconds=interval_s, id="scrape", next_run_time=_now(), **opts)
         scheduler.add_job(self.flush_logged, "interval", seconds=flush_interval_s, id="flush", **opts)

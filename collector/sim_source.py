@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from gpuledger import lake_url
 from gpuledger.collector.sim import state as sim_state
 from gpuledger.collector.sim.backfill import WARMUP_S, node_row
 from gpuledger.collector.sim.fleet import Fleet
@@ -29,7 +30,7 @@ class SimSource:
 
     def __init__(self, cfg: Config, lake: Path, now_s: float):
         self.cfg = cfg
-        self.lake = Path(lake)
+        self.lake = lake_url.parse(lake)  # a Path, or an object-store lake's S3Location
         st = sim_state.load(self.lake, cfg.cluster)
         sim = cfg.simulator
         if st is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from gpuledger import __version__
+from gpuledger import __version__, lake_url
 from gpuledger import config as config_mod
 from gpuledger.errors import GpuledgerError, LakeError, SourceError, UsageError
 
@@ -50,9 +50,28 @@ def main() -> None:
 
 
 class Ctx:
-    def __init__(self, cfg: config_mod.Config, lake: Path):
+    def __init__(self, cfg: config_mod.Config, lake: Path | lake_url.S3Location):
         self.cfg = cfg
         self.lake = lake
+
+
+# Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by function name; the
+# others say so in one line instead of failing somewhere inside. Add a command once it works there (issue 16).
+S3_COMMANDS = frozenset({"collect"})
+
+
+class _LakeParam(click.ParamType):
+    """--lake: a local directory (a Path, as before) or s3://bucket/prefix; any other scheme is one line."""
+
+    name = "path|s3://bucket/prefix"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (Path, lake_url.S3Location)):
+            return value
+        if lake_url.is_url(value):
+            bad = lake_url.problem(value)
+            return self.fail(bad, param, ctx) if bad else lake_url.parse(value)
+        return click.Path(file_okay=False, path_type=Path).convert(value, param, ctx)
 
 
 def common(f):
@@ -60,9 +79,10 @@ def common(f):
 
     @click.option(
         "--lake",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=_LakeParam(),
         envvar="GPULEDGER_LAKE",
-        help=f"Lake directory [env GPULEDGER_LAKE; else [lake] path in the config; else ./{DEFAULT_LAKE}]",
+        help=f"Lake directory or s3://bucket/prefix [env GPULEDGER_LAKE; else [lake] path in the config; else "
+        f"./{DEFAULT_LAKE}]",
     )
     @click.option(
         "--config",
@@ -89,7 +109,13 @@ def common(f):
         if lake is None:
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
         cfg = config_mod.with_overrides(cfg, lake)
-        return f(Ctx(cfg, Path(lake)), **kw)
+        lake = lake_url.parse(lake)
+        if isinstance(lake, lake_url.S3Location) and f.__name__ not in S3_COMMANDS:
+            raise UsageError(
+                f"{f.__name__} cannot use an object-store lake ({lake}) yet; commands that can: "
+                f"{', '.join(sorted(S3_COMMANDS))}"
+            )
+        return f(Ctx(cfg, lake), **kw)
 
     return wrapper
 
@@ -212,7 +238,7 @@ def _claim_spool(ctx: Ctx):
     from gpuledger.spool import Spool
 
     writer_id = ctx.cfg.collector.writer
-    spool = Spool(ctx.cfg.collector.spool_dir or ctx.lake / "_spool" / writer_id, writer_id)
+    spool = Spool(ctx.cfg.collector.spool_dir or lake_url.default_spool_dir(ctx.lake, writer_id), writer_id)
     spool.lock()
     return spool
 

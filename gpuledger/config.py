@@ -33,6 +33,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from gpuledger import lake_url
 from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, section, sections, toml_key
 from gpuledger.errors import ConfigError
 
@@ -144,10 +145,24 @@ class Rate:
             )
 
 
+LAKE = Check(
+    "a directory or s3://bucket/prefix",
+    lambda v: NOT_EMPTY.problem(v) or lake_url.problem(v),
+)
+LOCAL = Check(
+    "a local directory",
+    must(lambda v: not lake_url.is_url(v), "must be a local directory (the spool is on this machine's disk)"),
+)
+
+
 @dataclass(frozen=True)
 class LakeConfig:
+    # a Path, or a lake_url.S3Location when it is s3://bucket/prefix (gpuledger.lake_url)
     path: Path = key(
-        Path("gpuledger-data"), "lake directory; relative to the config file", check=NOT_EMPTY, relative_to_file=True
+        Path("gpuledger-data"),
+        "lake directory (relative to the config file) or s3://bucket/prefix",
+        check=LAKE,
+        relative_to_file=True,
     )
 
 
@@ -160,7 +175,12 @@ class CollectorConfig:
     # GPULEDGER_NODE: a DaemonSet's pod names its node through the downward API (spec.nodeName); its host name is
     # the pod's.
     node: str = key("", "this collector's id (lake file names, spool folder)", shown="host name", env="GPULEDGER_NODE")
-    spool_dir: Path | None = key(None, "where the write-ahead log lives", shown="`<lake>/_spool/<node>`")
+    spool_dir: Path | None = key(
+        None,
+        "where the write-ahead log lives; on local disk for an s3:// lake too",
+        shown="`<lake>/_spool/<node>`; for an s3:// lake `~/.local/state/gpuledger/spool/s3/<bucket>/<prefix>/<node>`",
+        check=LOCAL,
+    )
     dcgm_urls: tuple[str, ...] = key((), "dcgm-exporter /metrics pages for source dcgm (`--url` overrides)", check=URL)
     dcgm_service: str = key(
         "",

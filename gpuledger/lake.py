@@ -3,6 +3,10 @@
 Layout: `<root>/<table>/date=YYYY-MM-DD/part-<name>.parquet` (see gpuledger.schema).
 Writers name files deterministically (writer id + spool segment, or simulation chunk), so re-running a
 write replaces the same file instead of adding a duplicate: re-runs are idempotent.
+
+The root may be `s3://bucket/prefix` (gpuledger.lake_url): the same layout as keys. There a partition's file is one
+PUT of the final key with If-None-Match (an object appears whole or not at all, no temp key a reader could list, and
+a key is never overwritten: the same write done again finds its own bytes there and is done).
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ import contextlib
 import datetime as dt
 import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from gpuledger import schema
+from gpuledger import lake_url, schema
 from gpuledger.atomic import ensure_dir, explain, fsync_dir, stage, write_atomic, write_many_atomic
 from gpuledger.errors import LakeError
 from gpuledger.lake_lock import publishing
@@ -118,10 +123,19 @@ def frame_from_rows(table_name: str, rows: list[dict]) -> pl.DataFrame:
 class LakeWriter:
     """Writes conformed frames into partitions, one atomic file per (partition, name)."""
 
-    def __init__(self, root: Path | str):
-        self.root = Path(root)
+    def __init__(self, root: Path | str | lake_url.S3Location):
+        self.root = lake_url.parse(root)
+        self._store = None  # an S3 lake's client, made once
+
+    def _s3(self):
+        if self._store is None:
+            self._store = lake_url.object_store(self.root)
+        return self._store
 
     def init(self) -> None:
+        if isinstance(self.root, lake_url.S3Location):
+            lake_url.preflight(self.root, write_probe=socket.gethostname())
+            return
         ensure_dir(self.root)
         probe = self.root / ".write-probe"
         try:
@@ -206,6 +220,9 @@ class LakeWriter:
         """Write the rows of one partition (without the date column) as `part-<name>.parquet`."""
         df = conform(p.table, df, file_only=True)
         path = p.path(self.root) / f"part-{name}.parquet"
+        if isinstance(path, lake_url.S3Location):
+            lake_url.put_new(self._s3(), path, lake_url.parquet_bytes(df, compression=COMPRESSION, statistics=True))
+            return path
         write_atomic(
             path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True), self._guard([path])
         )
@@ -213,10 +230,14 @@ class LakeWriter:
 
 
 def table_files(root: Path | str, table_name: str) -> list[Path]:
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        return lake_url.glob(root / table_name, schema.table(table_name).file_glob)
     return sorted(Path(root, table_name).glob(schema.table(table_name).file_glob))
 
 
 def has_data(root: Path | str, table_name: str) -> bool:
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        return bool(table_files(root, table_name))
     base = Path(root, table_name)
     return base.is_dir() and next(base.glob(schema.table(table_name).file_glob), None) is not None
 
@@ -229,6 +250,18 @@ def scan(root: Path | str, table_name: str, date: dt.date | None = None) -> pl.L
     """
     t = schema.table(table_name)
     glob = t.file_glob if date is None else t.file_glob.replace("date=*", f"date={date.isoformat()}", 1)
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        files = lake_url.glob(root / table_name, glob)
+        if not files:
+            return pl.LazyFrame(schema=t.polars_schema)
+        return pl.scan_parquet(
+            [str(f) for f in files],
+            hive_partitioning=True,
+            hive_schema={"date": pl.Date},
+            missing_columns="insert",
+            schema=t.file_schema,
+            storage_options=lake_url.storage_options(),
+        ).select(t.column_names)
     if not has_data(root, table_name) or (date is not None and next(Path(root, table_name).glob(glob), None) is None):
         return pl.LazyFrame(schema=t.polars_schema)
     lf = pl.scan_parquet(

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -67,30 +68,52 @@ class MotoServer:
         self.python = python or moto_python()
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
+        self.log = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, ready_s: float = 30.0) -> MotoServer:
-        self.proc = subprocess.Popen(
-            [self.python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        # The server logs a line per request to stderr. A pipe nobody reads fills after ~64 KiB (about 760
+        # requests) and then every request blocks in the log write: that, not werkzeug's threading (moto.server
+        # serves threaded) nor keep-alive, stalled the 30-file scans and writes (docs/design/16-object-store.md).
+        # A file takes any amount and keeps the tail for an error message.
         deadline = time.monotonic() + ready_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"moto.server exited {self.proc.returncode}: {self.proc.stderr.read().decode()[-300:]}"
-                )
-            try:
-                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
+        while True:
+            self.log = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=self.log,
+            )
+            if self._ready(deadline):
                 return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
+            self.log.seek(0)
+            err = self.log.read().decode()[-300:]
+            # Started again on its port while a client still holds pooled connections to the stopped server:
+            # their server ends linger (FIN_WAIT2) and keep the port until the client closes them, which it does
+            # when it next tries them. Try again until then.
+            if self.proc.returncode is None or "Address already in use" not in err or time.monotonic() > deadline:
+                break
+            self.log.close()
+            time.sleep(0.5)
+        if self.proc.returncode is not None:
+            raise RuntimeError(f"moto.server exited {self.proc.returncode}: {err}")
         self.stop()
         raise RuntimeError(f"moto.server did not answer on {self.url} within {ready_s} s")
+
+    def _ready(self, deadline: float) -> bool:
+        """True once the server answers; False when it exited or the deadline passed."""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
+                return True
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)
+        return False
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -101,6 +124,9 @@ class MotoServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
     def __enter__(self) -> MotoServer:
         return self.start()
@@ -128,16 +154,33 @@ class MotoServer:
     def create_bucket(self, name: str) -> None:
         self.filesystem(allow_bucket_creation=True).create_dir(name)
 
-    def enforce_auth(self) -> tuple[str, str]:
+    def save(self, bucket: str) -> dict[str, bytes]:
+        """Every object of `bucket`, by key: moto keeps objects in memory, so a test that stops the server and starts
+        it again puts them back with `load`, as a real store's disks would keep them."""
+        import pyarrow.fs as pafs
+
+        fs = self.filesystem()
+        infos = fs.get_file_info(pafs.FileSelector(bucket, recursive=True))
+        return {i.path: fs.open_input_stream(i.path).readall() for i in infos if i.type == pafs.FileType.File}
+
+    def load(self, bucket: str, objects: dict[str, bytes]) -> None:
+        self.create_bucket(bucket)
+        fs = self.filesystem()
+        for path, data in objects.items():
+            with fs.open_output_stream(path) as out:
+                out.write(data)
+
+    def enforce_auth(self, actions: tuple[str, ...] = ("s3:*",)) -> tuple[str, str]:
         """From now on only signed requests with a key moto's IAM knows pass (others: InvalidAccessKeyId /
-        SignatureDoesNotMatch / AccessDenied, as on AWS). Makes a user allowed s3:* and returns its (key id, secret).
+        SignatureDoesNotMatch / AccessDenied, as on AWS). Makes a user allowed `actions` (IAM action names) and
+        returns its (key id, secret).
         Runs boto3 in moto's interpreter: our venv has no botocore (see the module docstring)."""
         script = f"""
 import boto3, json, urllib.request
 kw = dict(endpoint_url={self.url!r}, region_name={REGION!r}, aws_access_key_id="x", aws_secret_access_key="x")
 iam = boto3.client("iam", **kw)
 iam.create_user(UserName="lake")
-doc = {{"Version": "2012-10-17", "Statement": [{{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}}]}}
+doc = {{"Version": "2012-10-17", "Statement": [{{"Effect": "Allow", "Action": {list(actions)!r}, "Resource": "*"}}]}}
 iam.put_user_policy(UserName="lake", PolicyName="s3", PolicyDocument=json.dumps(doc))
 k = iam.create_access_key(UserName="lake")["AccessKey"]
 req = urllib.request.Request({self.url!r} + "/moto-api/reset-auth", data=b"0", method="POST",

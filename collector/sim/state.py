@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpuledger import lake_url
 from gpuledger.atomic import write_bytes_atomic
 
 
@@ -21,18 +22,26 @@ class SimState:
     written_until_s: float  # every row before this instant is in the lake (exclusive bound)
 
 
-def path(lake: Path, cluster: str) -> Path:
-    return Path(lake) / "_sim" / f"{cluster}.json"
+def path(lake: Path | lake_url.S3Location, cluster: str) -> Path | lake_url.S3Location:
+    return lake_url.parse(lake) / "_sim" / f"{cluster}.json"
 
 
-def load(lake: Path, cluster: str) -> SimState | None:
+def load(lake: Path | lake_url.S3Location, cluster: str) -> SimState | None:
     p = path(lake, cluster)
-    if not p.exists():
+    if isinstance(p, lake_url.S3Location):
+        data = lake_url.read_bytes(p)
+    else:
+        data = p.read_bytes() if p.exists() else None
+    if data is None:
         return None
-    d = json.loads(p.read_text())
+    d = json.loads(data)
     d["models"] = tuple(d["models"])
     return SimState(**d)
 
 
-def save(lake: Path, cluster: str, state: SimState) -> None:
-    write_bytes_atomic(path(lake, cluster), json.dumps(asdict(state), indent=1).encode())
+def save(lake: Path | lake_url.S3Location, cluster: str, state: SimState) -> None:
+    p, data = path(lake, cluster), json.dumps(asdict(state), indent=1).encode()
+    if isinstance(p, lake_url.S3Location):
+        lake_url.write_bytes(p, data)  # one PUT replaces it whole; one fleet per cluster writes it
+    else:
+        write_bytes_atomic(p, data)

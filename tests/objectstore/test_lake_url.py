@@ -1,0 +1,110 @@
+"""Lake locations (gpuledger/lake_url.py) without a server: a local path stays the Path it always was, s3:// is a
+bucket and prefix, any other scheme is one line naming the value, and the AWS settings come from the environment or
+the shared files' profile as the SDKs read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuledger import config as config_mod
+from gpuledger import lake_url
+from gpuledger.errors import ConfigError, LakeError
+from gpuledger.lake import LakeWriter
+from gpuledger.lake_url import S3Location
+
+
+def test_local_paths_stay_paths():
+    assert lake_url.parse("data/lake") == Path("data/lake")
+    assert lake_url.parse(Path("/srv/lake")) == Path("/srv/lake")
+    assert LakeWriter(Path("/srv/lake")).root == Path("/srv/lake")
+    assert LakeWriter("rel").root == Path("rel")
+
+
+def test_s3_urls_are_a_bucket_and_a_prefix():
+    loc = lake_url.parse("s3://my-lake/fleet/eu/")
+    assert loc == S3Location("my-lake", "fleet/eu")
+    assert str(loc) == "s3://my-lake/fleet/eu"
+    assert str(loc / "gpu_samples" / "date=2026-11-01") == "s3://my-lake/fleet/eu/gpu_samples/date=2026-11-01"
+    assert str(lake_url.parse("s3://my-lake") / "nodes") == "s3://my-lake/nodes"
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("gs://bucket/lake", "unknown scheme 'gs://' in 'gs://bucket/lake'"),
+        ("s3://Bad_Bucket/x", "does not start with a valid S3 bucket name ('Bad_Bucket'"),
+        ("s3:///x", "valid S3 bucket name (''"),
+        ("s3://lake-a/a/../b", "'.' and '..' are not key segments"),
+    ],
+)
+def test_a_bad_lake_url_is_one_line_naming_it(value, words):
+    with pytest.raises(LakeError, match="^lake ") as e:
+        lake_url.parse(value)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_cli_and_the_config_take_an_s3_lake_and_refuse_other_schemes(cli, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[lake]\npath = "s3://lake-a/p"\n')
+    assert config_mod.load(cfg).lake.path == S3Location("lake-a", "p")
+    cfg.write_text('[lake]\npath = "ftp://host/lake"\n[collector]\nspool_dir = "s3://lake-a/spool"\n')
+    with pytest.raises(ConfigError) as e:
+        config_mod.load(cfg)
+    assert "lake.path: unknown scheme 'ftp://'" in str(e.value)
+    assert "collector.spool_dir: must be a local directory" in str(e.value)
+    r = cli("sql", "--lake", "gs://x/y", "SELECT 1")
+    assert r.exit_code == 2 and "Invalid value for '--lake': unknown scheme 'gs://' in 'gs://x/y'" in r.output
+    r = cli("sql", "--lake", "s3://lake-a/p", "SELECT 1")  # a stage not yet on object storage says so
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines()[-1] == (
+        "Error: usage error: sql cannot use an object-store lake (s3://lake-a/p) yet; commands that can: collect"
+    )
+
+
+def test_settings_come_from_the_environment_before_the_profile(tmp_path):
+    aws = tmp_path / ".aws"
+    aws.mkdir()
+    (aws / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = s1\n"
+        "[ceph]\naws_access_key_id = AKIACEPH\naws_secret_access_key = s2\naws_session_token = t2\n"
+    )
+    (aws / "config").write_text(
+        "[default]\nregion = eu-west-1\n[profile ceph]\nregion = ceph-1\nendpoint_url = http://ceph:7480\n"
+    )
+    env = {"HOME": str(tmp_path)}
+    assert lake_url.aws_settings(env) == lake_url.AwsSettings(None, "eu-west-1", "AKIADEFAULT", "s1", None)
+    prof = lake_url.storage_options(env | {"AWS_PROFILE": "ceph"})
+    assert prof == {
+        "connect_timeout": "2s",
+        "timeout": "60s",
+        "max_retries": 3,
+        "aws_endpoint_url": "http://ceph:7480",
+        "aws_region": "ceph-1",
+        "aws_access_key_id": "AKIACEPH",
+        "aws_secret_access_key": "s2",
+        "aws_session_token": "t2",
+        "aws_allow_http": "true",  # only because the endpoint is http://
+    }
+    over = env | {
+        "AWS_PROFILE": "ceph",
+        "AWS_ACCESS_KEY_ID": "AKIAENV",
+        "AWS_SECRET_ACCESS_KEY": "s3",
+        "AWS_ENDPOINT_URL": "https://minio:9000",
+        "AWS_REGION": "us-east-2",
+    }
+    assert lake_url.aws_settings(over) == lake_url.AwsSettings("https://minio:9000", "us-east-2", "AKIAENV", "s3", None)
+    with pytest.raises(LakeError, match=r"^AWS_PROFILE 'nope' is in neither .*credentials nor .*config$"):
+        lake_url.aws_settings(env | {"AWS_PROFILE": "nope"})
+
+
+def test_the_spool_of_an_s3_lake_is_on_local_disk(tmp_path):
+    assert lake_url.default_spool_dir(Path("/srv/lake"), "n1") == Path("/srv/lake/_spool/n1")  # as before
+    s3 = S3Location("lake-a", "eu/p")
+    assert lake_url.default_spool_dir(s3, "n1", {"XDG_STATE_HOME": "/var/lib/st"}) == Path(
+        "/var/lib/st/gpuledger/spool/s3/lake-a/eu/p/n1"
+    )
+    assert lake_url.default_spool_dir(s3, "n1", {"HOME": "/home/u"}) == Path(
+        "/home/u/.local/state/gpuledger/spool/s3/lake-a/eu/p/n1"
+    )
