@@ -297,6 +297,20 @@ def test_the_dashboards_password_comes_from_a_secret(rendered):
     assert not [d for o in OVERLAYS for d in objects(rendered[o]) if d["kind"] == "Secret"]  # no secret in git
 
 
+@needs_kubectl
+def test_one_missed_analytics_run_does_not_make_the_webhooks_table_stale(rendered):
+    """The decision table's age counts from the start of the run that wrote it (analytics/decisions.py computed_at):
+    max_table_age_s must outlast two schedule periods (one missed run) and the webhook's reload."""
+    from gpuledger.config import parse
+
+    cron = find(objects(rendered["single-cluster"]), "CronJob", "gpuledger-analyze")["spec"]["schedule"]
+    period_s = int(re.fullmatch(r"\*/(\d+) \* \* \* \*", cron).group(1)) * 60
+    for overlay, stream in rendered.items():
+        toml = next(d for d in objects(stream) if d["kind"] == "ConfigMap")["data"]["gpuledger.toml"]
+        en = parse(tomllib.loads(toml), overlay).enforcer
+        assert en.max_table_age_s >= 2 * period_s + en.refresh_s, (overlay, en.max_table_age_s, period_s)
+
+
 # -- each collector's start command builds a config gpuledger loads ----------------------------------------------
 def start_command(container: dict, config_dir: Path, run_dir: Path) -> str:
     """The container's `sh -c` line with its folders moved under tmp and `gpuledger collect` swapped for a
