@@ -6,6 +6,10 @@ each line of the page costs a few slices, two dict lookups and a `float()`, and 
 into columns. A label string is parsed once per target and kept for the next scrape (a node's label sets change
 only when a pod comes or goes).
 
+A target's next page is usually its last one with new values: then `read` checks that every line up to its last
+space is the last page's, reads only the values (a few C-level maps over the page) and replays how the last page
+became rows (a plan kept per target): about 0.2 ms a page instead of 0.5 ms. Any other page is read in full.
+
 It accepts exactly the lines `exposition.parse_fast` reads on its fast path, and only pages whose every line is
 one of them with no series twice; any other page returns None and the caller takes the reference path (`parse`
 then `RowBuilder.rows`), which gives the same rows or the error naming the line. What it returns is the reference
@@ -13,6 +17,10 @@ path's rows: tests/collector/test_dcgm_columns.py checks both on every captured 
 """
 
 from __future__ import annotations
+
+import dataclasses
+from itertools import repeat
+from operator import itemgetter
 
 from gpuledger.collector.dcgm.exposition import _METRIC_NAME, _cache_labels
 from gpuledger.collector.dcgm.fields import (
@@ -58,6 +66,83 @@ def _describe(name: str) -> tuple[int, str | None, float, bool, float] | None:
     return d
 
 
+_ANY, _SCALE, _INT = range(3)  # how a plan's op sets its row's key: always (None too), x * factor, int(round(...))
+_HEAD, _VALUE = itemgetter(0), itemgetter(2)
+# The keys every gpu_samples row starts with
+_BASE = tuple(RowBuilder("")._new_row(GpuKey(*[None] * len(dataclasses.fields(GpuKey))), 0))
+
+
+@dataclasses.dataclass
+class _Plan:
+    """How a page became rows, for the next page that differs only in its values."""
+
+    heads: list[str]  # every line up to its last space
+    fixed: list[tuple[int, str]]  # lines that split with no head (an empty line, "#"): must be these again
+    samples: list[int]  # the sample lines, in page order; a sample's j is its place here
+    blanks: list[float]  # the blank threshold of sample j
+    low: float  # the lowest of them
+    skips: list[int]  # j of label "fields" (the driver version), checked but not rows
+    ops: list[tuple[int, str, int, int, float]]  # (row, key, j, how, factor) in page order
+    xids: list[tuple[int, GpuKey, int, dict]]  # (kind, GPU, j, labels)
+    field_j: list[int]  # j of each gpu_fields row
+    f_node: list
+    f_uuid: list
+    f_field: list
+    uuids: list[str]  # the gpu_samples rows, in order
+    templates: list[dict]  # each row's keys before any value
+
+
+class _PlanMaker:
+    """Notes what the full read does with each line (a few appends a line, on the page read in full)."""
+
+    def __init__(self) -> None:
+        self.fixed: list[tuple[int, str]] = []
+        self.samples: list[int] = []
+        self.blanks: list[float] = []
+        self.skips: list[int] = []
+        self.ops: list = []
+        self.xids: list = []
+        self.field_j: list[int] = []
+        self.rows: dict[int, int] = {}  # id of a row -> its place
+        self.ok = True
+
+    def sample(self, i: int, line: str, head: int, tail: str, blank: float, skip: bool) -> int:
+        # The replay splits a line at its last space: only "name{labels} value" splits where the full read does
+        if tail[:1] != " " or " " in tail[1:] or len(line) != head + len(tail):
+            self.ok = False
+        j = len(self.samples)
+        self.samples.append(i)
+        self.blanks.append(blank)
+        if skip:
+            self.skips.append(j)
+        return j
+
+    def slot(self, row: dict) -> int:
+        return self.rows.setdefault(id(row), len(self.rows))
+
+    def done(self, lines: list[str], by_gpu: dict, f_node: list, f_uuid: list, f_field: list) -> _Plan | None:
+        if not self.ok:
+            return None
+        skips = set(self.skips)
+        kept = [b for j, b in enumerate(self.blanks) if j not in skips]
+        return _Plan(
+            heads=[ln.rpartition(" ")[0] for ln in lines],
+            fixed=self.fixed,
+            samples=self.samples,
+            blanks=self.blanks,
+            low=min(kept, default=INT32_BLANK),
+            skips=self.skips,
+            ops=self.ops,
+            xids=self.xids,
+            field_j=self.field_j,
+            f_node=list(f_node),
+            f_uuid=list(f_uuid),
+            f_field=list(f_field),
+            uuids=list(by_gpu),
+            templates=[{k: row[k] for k in _BASE} for row in by_gpu.values()],
+        )
+
+
 class FieldColumns:
     """gpu_fields rows of many pages, column by column (the constant columns are filled in by `columns`)."""
 
@@ -92,6 +177,7 @@ class PageReader:
         # label string -> (labels, label set, GpuKey); only those of the last page are kept
         self._labels: dict[str, tuple[dict, frozenset, GpuKey]] = {}
         self._names: set[str] = set()
+        self._plan: _Plan | None = None  # how the last page read became rows: its next page, same but for values
 
     def _entry(self, s: str) -> tuple[dict, frozenset, GpuKey] | None:
         parsed = _cache_labels({}, s)
@@ -104,6 +190,14 @@ class PageReader:
         """The page's gpu_samples rows; its gpu_fields rows go to `fields`, its events to `events`. None when the
         page is not one this path reads (see the module's docstring), or has no DCGM series: nothing is added then,
         and no state changes."""
+        if self._plan is not None:
+            got = self._replay(text, ts_us, fields, events)
+            if got is not None:
+                return got
+        return self._read(text, ts_us, fields, events)
+
+    def _read(self, text: str, ts_us: int, fields: FieldColumns, events: list[dict]) -> list[dict] | None:
+        """`read` line by line; keeps a plan of the page for `_replay`."""
         old, kept = self._labels, {}
         names = _NAMES
         # label string -> [labels, label set, GpuKey, its row in this page (made at its first sample), the names
@@ -113,8 +207,12 @@ class PageReader:
         by_gpu: dict[str, dict] = {}
         f_node, f_uuid, f_field, f_value = [], [], [], []
         xids: list = []
-        for line in text.split("\n"):
+        lines = text.split("\n")
+        plan = _PlanMaker()
+        for i, line in enumerate(lines):
             if not line or line[0] == "#":
+                if " " not in line:  # "" or "#": a later line without a space would split the same way
+                    plan.fixed.append((i, line))
                 continue
             # The first "{" and the last "}", as parse_fast takes them (partition: 30% under find and slices)
             name, _, rest = line.partition("{")
@@ -139,6 +237,7 @@ class PageReader:
                 return None
             pe[4].append(name)  # a series twice is found after the loop: cheaper than a set lookup per line
             kind, col, factor, is_int, blank = d
+            j = plan.sample(i, line, len(name) + len(s) + 2, tail, blank, kind == _SKIP)
             if kind == _SKIP:
                 continue
             k = pe[2]
@@ -152,6 +251,7 @@ class PageReader:
                     # string, so its first sample decides
                     row.update(pod=k.pod, namespace=k.namespace, container=k.container)
                 pe[3] = row
+            r = plan.slot(row)
             if v - v != 0 or v >= blank:  # NaN, +-Inf, DCGM's blank sentinels: null (fields.is_blank)
                 v = None
             if kind == _FIELD:
@@ -159,25 +259,40 @@ class PageReader:
                 f_uuid.append(k.gpu_uuid)
                 f_field.append(col)
                 f_value.append(v)
+                plan.field_j.append(j)
             elif kind == _COLUMN:
                 if v is not None:
                     row[col] = int(round(v * factor)) if is_int else v * factor
+                plan.ops.append((r, col, j, _INT if is_int else _SCALE, factor))
             elif kind == _FREE:
                 row["_free"] = v
+                plan.ops.append((r, "_free", j, _ANY, 1.0))
             elif kind == _GR:
                 if k.parent_gpu_uuid is not None:
                     row["_gr_active"] = v
+                    plan.ops.append((r, "_gr_active", j, _ANY, 1.0))
                 f_node.append(k.node)
                 f_uuid.append(k.gpu_uuid)
                 f_field.append(col)
                 f_value.append(v)
+                plan.field_j.append(j)
             else:  # Xid fields are rare: applied after the page is known good, in page order
                 xids.append((kind, k, v, pe[0]))
+                plan.xids.append((kind, k, j, pe[0]))
         if any(len(set(ns)) != len(ns) for ns in series.values()):
             return None  # the reference path names the line of the duplicate series
         if not any(n.startswith(("DCGM_FI_", "DCGM_EXP_")) for ns in series.values() for n in ns):
             return None  # no DCGM series: the reference path says so (usually at the first name it looks at)
         self._labels = kept
+        self._plan = plan.done(lines, by_gpu, f_node, f_uuid, f_field)
+        self._apply_xids(xids, ts_us, events)
+        fields.node += f_node
+        fields.gpu_uuid += f_uuid
+        fields.field += f_field
+        fields.value += f_value
+        return self.builder.finish(by_gpu)
+
+    def _apply_xids(self, xids: list, ts_us: int, events: list[dict]) -> None:
         rows = PageRows()
         for kind, k, v, labels in xids:
             if kind == _XID:
@@ -185,8 +300,50 @@ class PageReader:
             else:
                 self.builder._xid_count(rows, k, ts_us, v, labels)
         events += rows.events
-        fields.node += f_node
-        fields.gpu_uuid += f_uuid
-        fields.field += f_field
-        fields.value += f_value
-        return self.builder.finish(by_gpu)
+
+    def _replay(self, text: str, ts_us: int, fields: FieldColumns, events: list[dict]) -> list[dict] | None:
+        """The page's rows by the last page's plan, when every line but the values is the last page's (the usual
+        scrape: a node's label sets change only when a pod comes or goes); None, with nothing added, otherwise."""
+        plan = self._plan
+        lines = text.split("\n")
+        parts = list(map(str.rpartition, lines, repeat(" ", len(lines))))
+        if list(map(_HEAD, parts)) != plan.heads:
+            return None
+        for i, line in plan.fixed:
+            if lines[i] != line:
+                return None
+        values = list(map(_VALUE, map(parts.__getitem__, plan.samples)))
+        # What the full read's tail checks refuse: a "}" would move its last brace, and float() reads "1_0"
+        joined = "".join(values)
+        if "_" in joined or "}" in joined:
+            return None
+        try:
+            v = list(map(float, values))
+        except ValueError:
+            return None
+        if plan.skips:  # the driver-version "field" is a label: its value is only checked, never a row
+            for j in plan.skips:
+                v[j] = 0.0
+        total = sum(v)
+        if total - total != 0 or max(v) >= plan.low:
+            # NaN, an infinity, or a value at a blank threshold somewhere: null where the full read's test says so
+            thresholds = plan.blanks
+            for j, x in enumerate(v):
+                if x - x != 0 or x >= thresholds[j]:
+                    v[j] = None
+        rows = [t.copy() for t in plan.templates]
+        for row in rows:
+            row["ts"] = ts_us
+        for r, col, j, how, factor in plan.ops:
+            x = v[j]
+            if how == _ANY:
+                rows[r][col] = x
+            elif x is not None:
+                rows[r][col] = int(round(x * factor)) if how == _INT else x * factor
+        if plan.xids:
+            self._apply_xids([(kind, k, v[j], labels) for kind, k, j, labels in plan.xids], ts_us, events)
+        fields.node += plan.f_node
+        fields.gpu_uuid += plan.f_uuid
+        fields.field += plan.f_field
+        fields.value += map(v.__getitem__, plan.field_j)
+        return self.builder.finish(dict(zip(plan.uuids, rows, strict=True)))

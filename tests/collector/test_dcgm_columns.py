@@ -121,3 +121,68 @@ def test_pages_off_the_fast_path_are_declined_and_change_nothing(line):
 @pytest.mark.parametrize("page", ['node_load1{cpu="0"} 0.25\n', "", "# HELP only\n"])
 def test_a_page_without_dcgm_series_is_declined(page):
     assert fast(page, PageReader(RowBuilder("c"), None))[0] is None
+
+
+def with_values(page: str, values: list[str]) -> str:
+    """The page with its sample lines' values replaced in turn by `values` (cycled), every other byte the same."""
+    out, n = [], 0
+    for line in page.split("\n"):
+        if line and line[0] != "#":
+            head, _, _ = line.rpartition(" ")
+            line = f"{head} {values[n % len(values)]}"
+            n += 1
+        out.append(line)
+    return "\n".join(out)
+
+
+# Values a later scrape of the same series may bring, and whether the reader reads them: each is read as the
+# reference path reads it, or the page is declined (the source then takes the reference path): "1_0" (float()
+# reads it, the parser does not), "}" (it moves the line's last brace), no value, a timestamp.
+LATER_VALUES = [
+    (["3", "0.25", "-0.0", "1e-3", "2147483647", "123456789012345"], True),
+    (["NaN", "+Inf", "-Inf", "140737488355328", "2147483632", "7"], True),
+    (["2147483631", "140737488355327", "0", "1", "5", "6"], True),
+    (["nan", "inf", "1E5", "-3"], True),
+    (["1_0"], False),
+    (["}"], False),
+    (["3}"], False),
+    ([""], False),
+    (["3 1800000000000"], False),
+]
+
+
+@pytest.mark.parametrize("values, read", LATER_VALUES, ids=lambda v: ",".join(v)[:24] if isinstance(v, list) else "")
+@pytest.mark.parametrize("page", [ODD, CAPTURES[0].read_text()], ids=["odd", "capture"])
+def test_a_later_scrape_with_new_values_reads_as_the_reference(page, values, read):
+    # The second scrape of a target differs only in its values: the reader replays the first page's plan.
+    ref_builder, reader = RowBuilder("c"), PageReader(RowBuilder("c"), "fallback")
+    for text in (page, with_values(page, values), with_values(page, values[::-1]), page):
+        if text != page and not read:
+            fields, events = FieldColumns(), []
+            assert reader.read(text, TS, fields, events) is None
+            assert (len(fields), events) == (0, [])
+            continue
+        want = reference(text, ref_builder)
+        samples, fields, events = fast(text, reader)
+        assert (samples, fields, events) == (want.samples, want.fields, want.events)
+
+
+def test_a_later_scrape_with_other_lines_is_read_in_full():
+    # Same values, other lines: a pod comes, a line goes, a comment changes, an empty line gets text.
+    ref_builder, reader = RowBuilder("c"), PageReader(RowBuilder("c"), "fallback")
+    pages = [
+        ODD,
+        ODD.replace('UUID="GPU-b",Hostname="n1",modelName="NVIDIA H100"}', 'UUID="GPU-b",Hostname="n1",pod="q"}'),
+        ODD.replace("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_FREE_X"),
+        ODD.replace("# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).", "# HELP other words"),
+        ODD.replace("# TYPE", "\n# TYPE"),
+        ODD + "\n",
+        ODD,
+    ]
+    for text in pages:
+        samples, fields, events = fast(text, reader)
+        want = reference(text, ref_builder)
+        assert (samples, fields, events) == (want.samples, want.fields, want.events)
+    # The page's last line, empty, now has text without a space: it splits as the empty line did, yet is no sample
+    fields, events = FieldColumns(), []
+    assert reader.read(ODD + "garbage", TS, fields, events) is None
