@@ -4,8 +4,8 @@
 (dashboards/pages/): `PATH`, `NAME`, `layout(ctx, filters)` (components with their figures already drawn, from
 the analytics' tables) and, for pages with controls of their own, `register(app, ctx)`.
 
-The URL is the state: the filter bar writes `?start=&end=&tenant=&model=` into it, and the page is drawn from it,
-so a view can be bookmarked or sent. Read-only: no callback writes to the lake.
+The URL is the state: the filter bar writes `?start=&end=&tenant=&model=&cluster=` into it, and the page is drawn
+from it, so a view can be bookmarked or sent. Read-only: no callback writes to the lake.
 """
 
 from __future__ import annotations
@@ -68,19 +68,21 @@ def create_app(
         Output("f-range", "end_date"),
         Output("f-tenant", "value"),
         Output("f-model", "value"),
+        Output("f-cluster", "value"),
         Input("url", "search"),
         Input("f-range", "start_date"),
         Input("f-range", "end_date"),
         Input("f-tenant", "value"),
         Input("f-model", "value"),
+        Input("f-cluster", "value"),
     )
-    def sync(search, start, end, tenant, model):
+    def sync(search, start, end, tenant, model, cluster):
         """URL -> filter controls on load and history moves; controls -> URL when a user changes one."""
         if ctx.triggered_id in (None, "url"):
             f, _ = flt.parse(search, context.data.bounds())
-            return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model
-        new = flt.search((start or "")[:10], (end or "")[:10], tenant, model)
-        return (new if new != search else dash.no_update), *([dash.no_update] * 4)
+            return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model, f.cluster
+        new = flt.search((start or "")[:10], (end or "")[:10], tenant, model, cluster)
+        return (new if new != search else dash.no_update), *([dash.no_update] * 5)
 
     for p in PAGES:
         if hasattr(p, "register"):
@@ -118,6 +120,13 @@ def _shell(context: Context) -> html.Div:
                     html.Label("GPU model"),
                     dcc.Dropdown(
                         id="f-model", options=context.data.models(), placeholder="all models", style={"width": "260px"}
+                    ),
+                    html.Label("Cluster"),
+                    dcc.Dropdown(
+                        id="f-cluster",
+                        options=context.data.clusters(),
+                        placeholder="all clusters",
+                        style={"width": "160px"},
                     ),
                 ],
                 id="filters",

@@ -1,4 +1,4 @@
-"""The filters every page shares, kept in the URL: ?start=YYYY-MM-DD&end=YYYY-MM-DD&tenant=...&model=...
+"""The filters every page shares, kept in the URL: ?start=YYYY-MM-DD&end=YYYY-MM-DD&tenant=...&model=...&cluster=...
 
 `parse` never raises on what a user typed into the address bar: a bad value is replaced by its default and
 named in `problems`, which the page shows above its figures.
@@ -10,12 +10,17 @@ import datetime as dt
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode
 
+import polars as pl
+
 DEFAULT_DAYS = 30
 EARLIEST = dt.date(1970, 1, 1)  # the lake's times are Unix times: nothing is older
-# The optional filters as SQL: each binds its value twice (`[f.model, f.model]`); a null value matches all rows.
-MODEL_SQL = "(CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"
-TENANT_SQL = "(CAST(? AS VARCHAR) IS NULL OR tenant = ?)"
-BOTH_SQL = f"{TENANT_SQL} AND {MODEL_SQL}"  # binds tenant, tenant, model, model
+# The optional filters as SQL: each binds its value twice; a null value matches all rows. One lake may hold several
+# clusters, and every filter narrows to the chosen one too: bind Filters.model_args, tenant_args or both_args.
+CLUSTER_SQL = "(CAST(? AS VARCHAR) IS NULL OR cluster = ?)"
+MODEL_SQL = f"{CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"  # binds f.model_args
+TENANT_SQL = f"{CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?)"  # binds f.tenant_args
+BOTH_SQL = f"{TENANT_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"  # binds f.both_args
+KEYS = ("start", "end", "tenant", "model", "cluster")
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,26 @@ class Filters:
     end: dt.date  # last UTC day shown (inclusive)
     tenant: str | None = None
     model: str | None = None
+    cluster: str | None = None  # None: every cluster of the lake
+
+    @property
+    def cluster_args(self) -> list:
+        return [self.cluster, self.cluster]
+
+    @property
+    def model_args(self) -> list:
+        """The parameters of MODEL_SQL."""
+        return [*self.cluster_args, self.model, self.model]
+
+    @property
+    def tenant_args(self) -> list:
+        """The parameters of TENANT_SQL."""
+        return [*self.cluster_args, self.tenant, self.tenant]
+
+    @property
+    def both_args(self) -> list:
+        """The parameters of BOTH_SQL."""
+        return [*self.tenant_args, self.model, self.model]
 
     @property
     def start_ts(self) -> dt.datetime:
@@ -39,12 +64,14 @@ class Filters:
         return (self.end - self.start).days + 1
 
     def search(self) -> str:
-        return search(self.start.isoformat(), self.end.isoformat(), self.tenant, self.model)
+        return search(self.start.isoformat(), self.end.isoformat(), self.tenant, self.model, self.cluster)
 
 
-def search(start: str | None, end: str | None, tenant: str | None, model: str | None) -> str:
+def search(
+    start: str | None, end: str | None, tenant: str | None, model: str | None, cluster: str | None = None
+) -> str:
     """The URL query of these filters; empty ones are left out."""
-    q = {"start": start, "end": end, "tenant": tenant, "model": model}
+    q = {"start": start, "end": end, "tenant": tenant, "model": model, "cluster": cluster}
     return "?" + urlencode({k: v for k, v in q.items() if v})
 
 
@@ -60,10 +87,11 @@ def parse(
     if start > end:
         problems.append(f"start {start} is after end {end}: showing {end} only")
         start = end
-    unknown = sorted(set(args) - {"start", "end", "tenant", "model"})
+    unknown = sorted(set(args) - set(KEYS))
     if unknown:
         problems.append(f"unknown URL parameter(s) ignored: {', '.join(unknown)}")
-    return Filters(start, end, args.get("tenant") or None, args.get("model") or None), problems
+    values = (args.get(k) or None for k in ("tenant", "model", "cluster"))
+    return Filters(start, end, *values), problems
 
 
 def window(bounds: tuple[dt.date, dt.date] | None, today: dt.date | None = None) -> tuple[dt.date, dt.date]:
@@ -93,3 +121,13 @@ def _date(args: dict, key: str, default: dt.date, lo: dt.date, hi: dt.date, prob
     clamped = min(max(day, lo), hi)
     problems.append(f"{key} {day} is outside {lo} to {hi} (the days with data, up to today): showing {clamped}")
     return clamped
+
+
+def by_cluster(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """`frame` with `column` naming the cluster too (`eu-1 / H100`) when the frame holds rows of several clusters:
+    a figure drawing one series (or bar) per `column` then draws one per cluster, where a sum over the clusters
+    would hide that one is short of GPUs and the other idle. One cluster: `frame` as it is."""
+    if "cluster" not in frame.columns or frame["cluster"].n_unique() < 2:
+        return frame
+    label = pl.concat_str(pl.col("cluster"), pl.lit(" / "), pl.col(column).cast(pl.String).fill_null("(none)"))
+    return frame.with_columns(label.alias(column))

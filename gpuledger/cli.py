@@ -871,6 +871,32 @@ def analyze(ctx: Ctx, from_, to, scheduler) -> None:
     until_s, from_s = _utc(to, "--to"), _utc(from_, "--from")
     for r in run(ctx.lake, until_s=until_s, from_s=from_s, cfg=ctx.cfg, scheduler=scheduler):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
+    _report_node_claims(ctx, until_s)
+
+
+def _report_node_claims(ctx: Ctx, until_s: float | None) -> None:
+    """A warning line on stderr for each node name of this cluster that two machines claimed in the last UTC day
+    up to `until_s` (sql/node_claims.sql): the lake cannot tell their rows apart, so every figure of that node mixes
+    the two. Reported, not refused: the rows are in the lake already, and an operator renames one collector."""
+    from gpuledger.lake import has_data
+    from gpuledger.query import Lake
+
+    if not has_data(ctx.lake, "gpu_samples"):
+        return
+    end = dt.datetime.fromtimestamp(until_s if until_s is not None else time.time(), dt.timezone.utc)
+    with Lake(ctx.lake) as q:
+        claims = q.execute(
+            "SELECT node, min(first_clash), max(last_clash), list_sort(list_distinct(flatten(list(gpu_uuids)))) "
+            "FROM node_claims WHERE cluster = $cluster AND date BETWEEN $lo AND $hi GROUP BY node ORDER BY node",
+            {"cluster": ctx.cfg.cluster, "lo": (end - dt.timedelta(days=1)).date(), "hi": end.date()},
+        ).rows
+    for node, first, last, gpus in claims:
+        click.echo(
+            f"warning: node {node!r} of cluster {ctx.cfg.cluster!r} is claimed by two machines: GPUs "
+            f"{', '.join(gpus)} report at the same GPU index from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} "
+            "UTC; give each collector its own collector.node (its rows are merged into one node until then)",
+            err=True,
+        )
 
 
 # -- import --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dash import Input, Output, State, dcc, html
 
 from gpuledger.dashboards import figures
 from gpuledger.dashboards import filters as flt
-from gpuledger.dashboards.filters import MODEL_SQL
+from gpuledger.dashboards.filters import MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import NO_DATA, graph, note, section, table
 
 PATH = "/capacity"
@@ -18,46 +18,53 @@ NAME = "Capacity"
 WHATIF_DAYS = 7
 
 
+# Capacity is a question per cluster (a job cannot run on another cluster's free GPUs): every figure and table is
+# per cluster and model, and a figure of several clusters draws a series per cluster (filters.by_cluster).
 def daily(data, f) -> pl.DataFrame:
     return data.frame(
-        "SELECT date_trunc('day', hour) AS day, gpu_model, avg(gpus) AS supply_gpus, avg(demand_gpus) AS demand_gpus, "
-        "avg(allocated_gpus) AS allocated_gpus, max(allocated_gpus) AS peak_allocated_gpus "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL ORDER BY 2, 1",
-        [f.start, f.end, f.model, f.model],
+        "SELECT date_trunc('day', hour) AS day, cluster, gpu_model, avg(gpus) AS supply_gpus, "
+        "avg(demand_gpus) AS demand_gpus, avg(allocated_gpus) AS allocated_gpus, "
+        "max(allocated_gpus) AS peak_allocated_gpus "
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL ORDER BY 2, 3, 1",
+        [f.start, f.end, *f.model_args],
     )
 
 
 def peaks(data, f) -> pl.DataFrame:
-    """Per model over the range: supply, mean and peak allocation, peak demand (hourly means)."""
+    """Per cluster and model over the range: supply, mean and peak allocation, peak demand (hourly means)."""
     return data.frame(
-        "SELECT gpu_model, max(gpus) AS gpus, avg(allocated_gpus) AS mean_allocated_gpus, "
+        "SELECT cluster, gpu_model, max(gpus) AS gpus, avg(allocated_gpus) AS mean_allocated_gpus, "
         "max(allocated_gpus) AS peak_allocated_gpus, max(demand_gpus) AS peak_demand_gpus, "
         "100 * avg(allocated_gpus) / nullif(avg(gpus), 0) AS mean_allocation_pct, "
         "100 * max(demand_gpus) / nullif(max(gpus), 0) AS peak_demand_pct_of_supply "
-        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY 1 ORDER BY 1",
-        [f.start, f.end, f.model, f.model],
+        f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY 1, 2 ORDER BY 1, 2",
+        [f.start, f.end, *f.model_args],
     )
 
 
 def wait_vs_load(data, f) -> pl.DataFrame:
-    """Per model and day: allocation (% of supply) and the p90 wait of the jobs submitted that day."""
+    """Per cluster, model and day: allocation (% of supply) and the p90 wait of the jobs submitted that day."""
     return data.frame(
-        "WITH load AS (SELECT date, gpu_model, 100 * sum(allocated_gpus) / nullif(sum(gpus), 0) AS allocation_pct "
+        "WITH load AS (SELECT date, cluster, gpu_model, "
+        "100 * sum(allocated_gpus) / nullif(sum(gpus), 0) AS allocation_pct "
         f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY ALL), "
-        "waits AS (SELECT date, gpu_model, quantile_cont(queue_s, 0.9) / 60 AS wait_p90_min, count(*) AS jobs "
+        "waits AS (SELECT date, cluster, gpu_model, quantile_cont(queue_s, 0.9) / 60 AS wait_p90_min, "
+        "count(*) AS jobs "
         f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {MODEL_SQL} GROUP BY ALL) "
-        "SELECT * FROM load JOIN waits USING (date, gpu_model) ORDER BY gpu_model, date",
-        [f.start, f.end, f.model, f.model, f.start, f.end, f.model, f.model],
+        "SELECT * FROM load JOIN waits USING (date, cluster, gpu_model) ORDER BY cluster, gpu_model, date",
+        [f.start, f.end, *f.model_args, f.start, f.end, *f.model_args],
     )
 
 
 def forecast_rows(data, f) -> pl.DataFrame:
+    """Each cluster's latest forecast (the clusters are analysed apart, at their own times)."""
     if not data.has("demand_forecast"):
         return pl.DataFrame()
     return data.frame(
-        "SELECT * FROM demand_forecast WHERE computed_at = (SELECT max(computed_at) FROM demand_forecast) "
-        f"AND {MODEL_SQL} AND (kind <> 'history' OR day >= ?) ORDER BY gpu_model, day",
-        [f.model, f.model, f.start_ts - dt.timedelta(days=90)],  # history: the 90 days before the range on
+        "SELECT * FROM demand_forecast d WHERE computed_at = "
+        "(SELECT max(computed_at) FROM demand_forecast l WHERE l.cluster = d.cluster) "
+        f"AND {MODEL_SQL} AND (kind <> 'history' OR day >= ?) ORDER BY cluster, gpu_model, day",
+        [*f.model_args, f.start_ts - dt.timedelta(days=90)],  # history: the 90 days before the range on
     )
 
 
@@ -65,11 +72,11 @@ def layout(ctx, f):
     data = ctx.data
     if not data.has("fleet_hourly"):
         return [note(NO_DATA, "no-data")]
-    d = daily(data, f)
-    fc = forecast_rows(data, f)
+    d = by_cluster(daily(data, f), "gpu_model")
+    fc = by_cluster(forecast_rows(data, f), "gpu_model")
     backtest = (
         fc.filter(pl.col("kind") == "backtest")
-        .group_by("gpu_model", maintain_order=True)
+        .group_by("cluster", "gpu_model", maintain_order=True)
         .agg(pl.col("backtest_mape_pct", "backtest_mae_gpus", "history_days").first())
         if fc.height
         else pl.DataFrame()
@@ -104,7 +111,7 @@ def layout(ctx, f):
             graph(
                 "cap-wait-load",
                 figures.scatter(
-                    wait_vs_load(data, f),
+                    by_cluster(wait_vs_load(data, f), "gpu_model"),
                     "allocation_pct",
                     "wait_p90_min",
                     "gpu_model",
@@ -186,15 +193,21 @@ def register(app, ctx) -> None:
                 f"The reclaim time must be a number of hours (empty: none), not {_shown(idle_h)}.", "cap-wi-error"
             )
         f, _ = flt.parse(search, ctx.data.bounds())
+        clusters = ctx.data.clusters()
+        if f.cluster is None and len(clusters) > 1:  # one cluster's jobs cannot run on another's GPUs
+            return note(f"Pick a cluster in the filter bar: the what-if replays one ({', '.join(clusters)}).")
         end = f.end_ts
         start = max(f.start_ts, end - dt.timedelta(days=WHATIF_DAYS))
         stats = ctx.data.frame(
             "SELECT job_id, gpu_model, gpus, submitted_at, scheduled_at, held_s, queue_s, efficiency FROM job_stats "
-            "WHERE submitted_at >= ? AND submitted_at < ?",
-            [start, end],
+            f"WHERE submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL}",
+            [start, end, *f.cluster_args],
         )
-        nodes = ctx.data.frame("SELECT gpu_model, gpu_count FROM nodes")
-        fleet = ctx.data.frame("SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ?", [start, end])
+        nodes = ctx.data.frame(f"SELECT gpu_model, gpu_count FROM nodes WHERE {flt.CLUSTER_SQL}", f.cluster_args)
+        fleet = ctx.data.frame(
+            f"SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ? AND {flt.CLUSTER_SQL}",
+            [start, end, *f.cluster_args],
+        )
         try:
             scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(gpus), hours)
         except ValueError as e:  # the what-if's bounds (analytics.whatif.check), each input with its allowed range

@@ -20,7 +20,7 @@ def layout(ctx, f):
                 "no-data",
             )
         ]
-    p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    p = [f.start, f.end, *f.both_args]
     daily = data.frame(
         "SELECT date_trunc('day', ts) AS day, decision, count(*) AS decisions FROM admission_decisions "
         f"WHERE date BETWEEN ? AND ? AND NOT coalesce(dry_run, false) AND {BOTH_SQL} GROUP BY ALL ORDER BY 2, 1",

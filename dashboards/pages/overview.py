@@ -8,7 +8,7 @@ import polars as pl
 from dash import html
 
 from gpuledger.dashboards import figures
-from gpuledger.dashboards.filters import MODEL_SQL
+from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, MODEL_SQL
 from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/"
@@ -24,16 +24,18 @@ def fleet_series(data, f) -> pl.DataFrame:
         "sum(busy_gpus) / count(DISTINCT hour) AS busy_gpus, "
         "sum(demand_gpus) / count(DISTINCT hour) AS demand_gpus "
         f"FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {MODEL_SQL} GROUP BY 1 ORDER BY 1",
-        [f.start, f.end, f.model, f.model],
+        [f.start, f.end, *f.model_args],
     )
 
 
 def now_by_model(data, f) -> pl.DataFrame:
-    """The latest hour of the range, per model."""
+    """The latest hour of the range, per cluster and model (each cluster's own latest: one may be analysed later)."""
     return data.frame(
-        "SELECT gpu_model, gpus, allocated_gpus, busy_gpus, pending_gpus, pending_jobs_max FROM fleet_hourly "
-        f"WHERE hour = (SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ?) AND {MODEL_SQL} ORDER BY 1",
-        [f.start, f.end, f.model, f.model],
+        "SELECT cluster, gpu_model, gpus, allocated_gpus, busy_gpus, pending_gpus, pending_jobs_max "
+        "FROM fleet_hourly h WHERE hour = "
+        "(SELECT max(hour) FROM fleet_hourly l WHERE l.cluster = h.cluster AND l.date BETWEEN ? AND ?) "
+        f"AND {MODEL_SQL} ORDER BY 1, 2",
+        [f.start, f.end, *f.model_args],
     )
 
 
@@ -41,8 +43,8 @@ def month_cost(data, f, month_start: dt.date) -> float:
     nxt = (month_start.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
     (v,) = data.frame(
         "SELECT coalesce(sum(cost_usd + coalesce(idle_share_usd, 0)), 0) FROM cost_daily "
-        f"WHERE date >= ? AND date < ? AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL_SQL}",
-        [month_start, nxt, f.tenant, f.tenant, f.model, f.model],
+        f"WHERE date >= ? AND date < ? AND {BOTH_SQL}",
+        [month_start, nxt, *f.both_args],
     ).row(0)
     return float(v)
 
@@ -59,17 +61,17 @@ def layout(ctx, f):
     health = (
         data.frame(
             "SELECT kind, count(*) AS events, count(DISTINCT gpu_uuid) AS gpus, count(DISTINCT node) AS nodes "
-            "FROM health_events WHERE date BETWEEN ? AND ? GROUP BY 1 ORDER BY 2 DESC",
-            [f.start, f.end],
+            f"FROM health_events WHERE date BETWEEN ? AND ? AND {CLUSTER_SQL} GROUP BY 1 ORDER BY 2 DESC",
+            [f.start, f.end, *f.cluster_args],
         )
         if data.has("health_events")
         else pl.DataFrame(schema={"kind": pl.String, "events": pl.Int64, "gpus": pl.Int64, "nodes": pl.Int64})
     )
     lost = int(health.filter(pl.col("kind") == "lost")["gpus"].sum() or 0)
     pending = data.frame(
-        "SELECT job_id, tenant, gpu_model, gpus, submitted_at, queue_s FROM job_stats WHERE status = 'pending' "
-        f"AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?) AND {MODEL_SQL} ORDER BY submitted_at LIMIT 200",
-        [f.tenant, f.tenant, f.model, f.model],
+        "SELECT cluster, job_id, tenant, gpu_model, gpus, submitted_at, queue_s FROM job_stats "
+        f"WHERE status = 'pending' AND {BOTH_SQL} ORDER BY submitted_at, cluster, job_id LIMIT 200",
+        [*f.both_args],
     )
     tot = (
         now.select(pl.col("gpus", "allocated_gpus", "busy_gpus", "pending_gpus").sum()).row(0)
@@ -108,7 +110,7 @@ def layout(ctx, f):
                 ),
             ),
         ),
-        section("Now, by GPU model", table("ov-now", now)),
+        section("Now, by cluster and GPU model", table("ov-now", now)),
         html.Div(
             [
                 section("Health events in the range (Xid, ECC, lost GPUs, ...)", table("ov-health", health)),

@@ -22,7 +22,7 @@ def quantiles(data, f) -> dict[str, pl.DataFrame]:
         "quantile_cont(queue_s / 60, [0.1, 0.25, 0.5, 0.75, 0.9]) AS q, avg(queue_s / 60) AS mean "
         f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {BOTH_SQL} "
         "GROUP BY GROUPING SETS ((size_bucket), (gpu_model), (tenant), ())",
-        [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
+        [f.start, f.end, *f.both_args],
     )
     q = q.with_columns(pl.col("q").list.get(i).alias(n) for i, n in enumerate(("p10", "p25", "p50", "p75", "p90")))
     out = {}
@@ -38,13 +38,14 @@ def layout(ctx, f):
         return [note(NO_DATA, "no-data")]
     qs = quantiles(data, f)
     by_size = qs["size_bucket"]
-    params = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    params = [f.start, f.end, *f.both_args]
     overall = qs["all"]
     jobs, p90 = (overall["jobs"][0], overall["p90"][0]) if overall.height else (0, None)
     pending = data.frame(
-        "SELECT gpu_model, tenant, count(*) AS jobs, sum(gpus) AS gpus, max(queue_s) / 60 AS longest_wait_min "
-        f"FROM job_stats WHERE status = 'pending' AND {BOTH_SQL} GROUP BY ALL ORDER BY 3 DESC",
-        [f.tenant, f.tenant, f.model, f.model],
+        "SELECT cluster, gpu_model, tenant, count(*) AS jobs, sum(gpus) AS gpus, "
+        "max(queue_s) / 60 AS longest_wait_min "
+        f"FROM job_stats WHERE status = 'pending' AND {BOTH_SQL} GROUP BY ALL ORDER BY 4 DESC, 1, 2, 3",
+        f.both_args,
     )
     expansion = data.frame(
         "SELECT size_bucket, count(*) AS jobs, avg(expansion) AS expansion_mean, "

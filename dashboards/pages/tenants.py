@@ -5,23 +5,25 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.dashboards import figures
-from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL
+from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, TENANT_SQL, by_cluster
 from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/tenants"
 NAME = "Tenants"
+# A tenant is a tenant of one cluster (each cluster's config names its own tenants, quotas and budgets): every table
+# here is per cluster and tenant, and a figure of several clusters draws one bar or line per cluster and tenant.
 
 
 def use(data, f) -> pl.DataFrame:
     """Per tenant and model over the range: mean GPUs allocated and busy, efficiency, idle GPU-hours."""
     hours = f.days * 24
     return data.frame(
-        f"SELECT tenant, gpu_model, sum(allocated_gpu_hours) / {hours} AS allocated_gpus_mean, "
+        f"SELECT cluster, tenant, gpu_model, sum(allocated_gpu_hours) / {hours} AS allocated_gpus_mean, "
         f"sum(busy_gpu_hours) / {hours} AS busy_gpus_mean, "
         "100 * sum(busy_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS efficiency_pct, "
         "sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 1, 2",
-        [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 1, 2, 3",
+        [f.start, f.end, *f.both_args],
     )
 
 
@@ -29,21 +31,21 @@ def quotas(data, f) -> pl.DataFrame:
     if not data.has("decisions"):
         return pl.DataFrame()
     return data.frame(
-        "SELECT tenant, coalesce(gpu_model, 'all models') AS gpu_model, quota_gpus, "
+        "SELECT cluster, tenant, coalesce(gpu_model, 'all models') AS gpu_model, quota_gpus, "
         "allocated_gpus AS allocated_gpus_now, "
-        "allocated_gpus > quota_gpus AS over_quota, fairshare, idle_gpus_now FROM decisions "
-        f"WHERE computed_at = (SELECT max(computed_at) FROM decisions) AND {TENANT_SQL} "
-        "AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ? OR gpu_model IS NULL) ORDER BY 1, 2",
-        [f.tenant, f.tenant, f.model, f.model],
+        "allocated_gpus > quota_gpus AS over_quota, fairshare, idle_gpus_now FROM decisions d "
+        "WHERE computed_at = (SELECT max(computed_at) FROM decisions l WHERE l.cluster = d.cluster) "
+        f"AND {TENANT_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ? OR gpu_model IS NULL) ORDER BY 1, 2, 3",
+        [*f.tenant_args, f.model, f.model],
     )
 
 
 def cost(data, f) -> pl.DataFrame:
     return data.frame(
-        "SELECT tenant, sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd, "
+        "SELECT cluster, tenant, sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd, "
         "sum(cost_usd + idle_share_usd) AS total_usd FROM cost_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY 1 ORDER BY 4 DESC",
-        [f.start, f.end, f.tenant, f.tenant, f.model, f.model],
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY 1, 2 ORDER BY 5 DESC, 1, 2",
+        [f.start, f.end, *f.both_args],
     )
 
 
@@ -51,13 +53,17 @@ def burn_down(data, f) -> pl.DataFrame:
     """The month of the range's end: each tenant's cumulative cost as a share of its monthly budget, day by day."""
     month = f.end.replace(day=1)
     return data.frame(
-        "WITH d AS (SELECT tenant, date AS day, sum(cost_usd + idle_share_usd) AS usd FROM cost_daily "
-        f"WHERE date >= ? AND date <= ? AND tenant IS NOT NULL AND {TENANT_SQL} GROUP BY ALL) "
-        "SELECT d.tenant, d.day, sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) AS spent_usd, "
-        "t.budget_usd_per_month AS budget_usd, "
-        "100 * sum(usd) OVER (PARTITION BY d.tenant ORDER BY d.day) / t.budget_usd_per_month AS budget_used_pct "
-        "FROM d JOIN tenants t USING (tenant) WHERE t.budget_usd_per_month > 0 ORDER BY 1, 2",
-        [month, f.end, f.tenant, f.tenant],
+        "WITH d AS (SELECT cluster, tenant, date AS day, sum(cost_usd + idle_share_usd) AS usd FROM cost_daily "
+        f"WHERE date >= ? AND date <= ? AND tenant IS NOT NULL AND {TENANT_SQL} GROUP BY ALL), "
+        # Each cluster's budgets as its own latest analysis said them.
+        "t AS (SELECT * FROM tenants x WHERE computed_at = "
+        "(SELECT max(computed_at) FROM tenants l WHERE l.cluster = x.cluster)) "
+        "SELECT d.cluster, d.tenant, d.day, "
+        "sum(usd) OVER (PARTITION BY d.cluster, d.tenant ORDER BY d.day) AS spent_usd, "
+        "t.budget_usd_per_month AS budget_usd, 100 * sum(usd) OVER (PARTITION BY d.cluster, d.tenant ORDER BY d.day) "
+        "/ t.budget_usd_per_month AS budget_used_pct "
+        "FROM d JOIN t USING (cluster, tenant) WHERE t.budget_usd_per_month > 0 ORDER BY 1, 2, 3",
+        [month, f.end, *f.tenant_args],
     )
 
 
@@ -66,7 +72,7 @@ def layout(ctx, f):
     if not data.has("cost_daily"):
         return [note(NO_DATA, "no-data")]
     c = cost(data, f)
-    burn = burn_down(data, f)
+    burn = by_cluster(burn_down(data, f), "tenant")
     q = quotas(data, f)
     out = [
         kpi("ten-cost-total", f"cost of tenants' jobs, {f.start} to {f.end}", c["cost_usd"].sum(), "USD"),
@@ -97,7 +103,7 @@ def layout(ctx, f):
             graph(
                 "ten-cost",
                 figures.bars(
-                    c,
+                    by_cluster(c, "tenant"),
                     "tenant",
                     {"cost_usd": "own jobs", "idle_share_usd": "idle share"},
                     "Cost in the range",
@@ -111,9 +117,10 @@ def layout(ctx, f):
     ]
     if f.tenant:
         jobs = data.frame(
-            "SELECT job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, cost_usd "
-            "FROM job_stats WHERE tenant = ? AND date BETWEEN ? AND ? ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
-            [f.tenant, f.start, f.end],
+            "SELECT cluster, job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, "
+            f"cost_usd FROM job_stats WHERE tenant = ? AND date BETWEEN ? AND ? AND {CLUSTER_SQL} "
+            "ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
+            [f.tenant, f.start, f.end, *f.cluster_args],
             lake=True,
         )
         out.append(section(f"Jobs of {f.tenant} submitted in the range (top 500 by cost)", table("ten-jobs", jobs)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuledger.dashboards import figures
-from gpuledger.dashboards.filters import BOTH_SQL
+from gpuledger.dashboards.filters import BOTH_SQL, by_cluster
 from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/waste"
@@ -11,18 +11,18 @@ NAME = "Waste"
 
 
 def by_tenant(data, f):
-    """Idle allocated GPU-hours per tenant, priced at the tenant's own cost per GPU-hour in the range."""
-    p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    """Idle allocated GPU-hours per cluster and tenant, priced at the tenant's own cost per GPU-hour in the range."""
+    p = [f.start, f.end, *f.both_args]
     return data.frame(
-        "WITH idle AS (SELECT tenant, gpu_model, sum(idle_gpu_hours) AS idle_gpu_hours, "
+        "WITH idle AS (SELECT cluster, tenant, gpu_model, sum(idle_gpu_hours) AS idle_gpu_hours, "
         "sum(allocated_gpu_hours) AS allocated_gpu_hours FROM job_daily "
         f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL), "
-        "price AS (SELECT tenant, gpu_model, sum(cost_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour "
+        "price AS (SELECT cluster, tenant, gpu_model, sum(cost_usd) / nullif(sum(gpu_hours), 0) AS usd_per_gpu_hour "
         f"FROM cost_daily WHERE date BETWEEN ? AND ? AND {BOTH_SQL} GROUP BY ALL) "
-        "SELECT tenant, sum(idle_gpu_hours) AS idle_gpu_hours, "
+        "SELECT cluster, tenant, sum(idle_gpu_hours) AS idle_gpu_hours, "
         "100 * sum(idle_gpu_hours) / nullif(sum(allocated_gpu_hours), 0) AS idle_pct_of_allocated, "
         "sum(idle_gpu_hours * usd_per_gpu_hour) AS idle_cost_usd "
-        "FROM idle LEFT JOIN price USING (tenant, gpu_model) GROUP BY 1 ORDER BY 2 DESC",
+        "FROM idle LEFT JOIN price USING (cluster, tenant, gpu_model) GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2",
         p + p,
     )
 
@@ -31,10 +31,10 @@ def idle_now(data, f):
     """Pods idle now, at the last analysis: what the enforcer's idle-hog gate weighs (tenant and model filters only;
     "now" has no date range)."""
     return data.frame(
-        "SELECT tenant, namespace, pod, gpu_model, sum(share) AS idle_gpus, min(idle_since) AS idle_since, "
+        "SELECT cluster, tenant, namespace, pod, gpu_model, sum(share) AS idle_gpus, min(idle_since) AS idle_since, "
         "max(idle_s) / 3600 AS idle_h FROM idle_holds "
         f"WHERE {BOTH_SQL} GROUP BY ALL ORDER BY idle_gpus DESC, idle_h DESC, pod LIMIT 200",
-        [f.tenant, f.tenant, f.model, f.model],
+        f.both_args,
     )
 
 
@@ -43,14 +43,15 @@ def layout(ctx, f):
     if not data.has("job_hourly"):
         return [note(NO_DATA, "no-data")]
     t = by_tenant(data, f)
-    p = [f.start, f.end, f.tenant, f.tenant, f.model, f.model]
+    p = [f.start, f.end, *f.both_args]
     trend = data.frame(
-        "SELECT CAST(date AS TIMESTAMP) AS day, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
-        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 2, 1",
+        "SELECT CAST(date AS TIMESTAMP) AS day, cluster, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
+        f"WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL AND {BOTH_SQL} GROUP BY ALL ORDER BY 2, 3, 1",
         p,
     )
+    trend = by_cluster(trend, "tenant")
     jobs = data.frame(
-        "SELECT job_id, tenant, gpu_model, gpus, status, allocated_gpu_hours, idle_gpu_hours, efficiency, "
+        "SELECT cluster, job_id, tenant, gpu_model, gpus, status, allocated_gpu_hours, idle_gpu_hours, efficiency, "
         "cost_usd * idle_gpu_hours / nullif(allocated_gpu_hours, 0) AS idle_cost_usd FROM job_stats "
         f"WHERE date BETWEEN ? AND ? AND idle_gpu_hours > 0 AND {BOTH_SQL} ORDER BY idle_gpu_hours DESC LIMIT 20",
         p,
@@ -67,7 +68,12 @@ def layout(ctx, f):
             graph(
                 "ws-tenant",
                 figures.bars(
-                    t, "tenant", {"idle_gpu_hours": "idle GPU-hours"}, "Idle allocated GPU-hours", "GPU-hours", "tenant"
+                    by_cluster(t, "tenant"),
+                    "tenant",
+                    {"idle_gpu_hours": "idle GPU-hours"},
+                    "Idle allocated GPU-hours",
+                    "GPU-hours",
+                    "tenant",
                 ),
             ),
             table("ws-tenant-table", t),

@@ -141,10 +141,11 @@ def sync(app, search):
         ("f-range", "end_date"),
         ("f-tenant", "value"),
         ("f-model", "value"),
+        ("f-cluster", "value"),
     ]
     return post(
         app,
-        "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value..",
+        "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value...f-cluster.value..",
         [{"id": i, "property": p} for i, p in ids],
         [{"id": i, "property": p, "value": search if i == "url" else None} for i, p in ids],
         ["url.search"],
