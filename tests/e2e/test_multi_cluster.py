@@ -111,8 +111,8 @@ TABLE_XFAILS = {
     "tenants": "tenants: each cluster's analyze replaces the whole table, so only the last cluster's rows remain",
     "queue_depth": "queue_depth: each cluster's analyze rewrites it with every cluster's pending jobs under its "
     "own cluster name (the other cluster's rows are gone, its jobs counted in this one's queue)",
-    "fragmentation": "fragmentation: each cluster's analyze rewrites the table, leaving the other cluster a few "
-    "stray hours and its own series cut short",
+    "fragmentation": "fragmentation: the second cluster's analyze writes only the last few hours of its series, "
+    "replacing the first cluster's rows of those hours (a watermark shared by the clusters, by the look of it)",
     "fleet_hourly": "fleet_hourly: pending_gpus, pending_gpus_max, pending_jobs_max and demand_gpus count every "
     "cluster's queued jobs (queue_depth mixes them), so the rows differ from the cluster's own lake",
     "demand_forecast": "demand_forecast: actual_gpus differs from the cluster's own lake (built on fleet_hourly's "
