@@ -7,12 +7,14 @@
 -- Filter on `date` for a window: the view reads gpu_samples, and DuckDB prunes the other days' files.
 CREATE OR REPLACE VIEW node_claims AS
 WITH clash AS (
+    -- min and max rather than count(DISTINCT) and a list of every group's GPUs: a day of 40 nodes x 8 GPUs at 30 s
+    -- (0.9 M rows) in 0.16-0.26 s against 0.58-1.29 s on a busy 2-core host; two machines are two UUIDs.
     SELECT cluster, node, date, gpu_index, time_bucket(INTERVAL 5 MINUTE, ts) AS bucket_start,
-           list(DISTINCT gpu_uuid ORDER BY gpu_uuid) AS gpu_uuids
+           [min(gpu_uuid), max(gpu_uuid)] AS gpu_uuids
     FROM gpu_samples
     WHERE parent_gpu_uuid IS NULL AND gpu_index IS NOT NULL
     GROUP BY ALL
-    HAVING count(DISTINCT gpu_uuid) > 1
+    HAVING min(gpu_uuid) <> max(gpu_uuid)
 )
 SELECT
     cluster,                                                 -- VARCHAR: cluster
