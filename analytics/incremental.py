@@ -1,24 +1,31 @@
-"""The job-level tables, recomputed only where new data can change them.
+"""The job-level tables, recomputed only where new data can change them, from only the jobs that can change them.
 
 Units of work. job_hourly, cost_allocation, cost_daily, queue_depth and fleet_hourly are computed one UTC day at a
 time, from the allocation intervals overlapping that day (clipped to it), that day's gpu_hourly and, for
 queue_depth, the jobs waiting at some tick of it. A day is always computed the same way, alone, whether the run is
 the first one or the thousandth, so a day recomputed by an incremental run is the row-for-row twin of the same day
 in a run from scratch. job_stats sums each job's job_hourly and cost_allocation rows in a fixed order (sorted, one
-job at a time), for the same reason. gpu_allocations and job_stats (one row per job) are computed whole, which is
-cheap, and only partitions whose rows changed are rewritten.
+job at a time), for the same reason. gpu_allocations and job_stats are rewritten only in the partitions whose rows
+changed, every partition sorted by its key.
+
+What a run loads. The jobs' newest rows are kept from run to run (analytics/job_state.py): a run reads the jobs files
+that changed, and loads the jobs still live plus those that finished on or after `load_from`: the earliest day a
+change can reach (a changed job's old and new days, the days of changed gpu_hourly files, the days `now` moved
+over, the telemetry window), less the waste window's reach and the longest any job has held its GPUs (a
+time-sliced job's intervals are cut where its neighbours on the GPU start and end). Jobs that finished before it
+are not read at all: the cost of a run follows the new data and the open jobs, not the length of the history.
 
 What is dirty (state under `<lake>/_state/analytics/incremental/`, written after the tables):
-- allocation intervals that differ from the last run's (a new job, a new state, a late-arriving event: the diff is
-  of what the jobs table now says, whenever the row was written). An interval whose end alone moved (an open job,
-  `now` having moved) dirties the days between the old and the new end; any other change, every day of both.
-- days whose gpu_hourly file changed (by size and mtime), and GPUs whose model, node or parent telemetry reports
-  changed (cost_allocation prices a GPU by the model seen on it): the days they were held;
-- queue rows (submitted, left, size) that changed: the days they waited; the days between the last `now` and this;
+- allocation intervals that differ from those in gpu_allocations (a new job, a new state, a late-arriving event).
+  An interval whose end alone moved (an open job, `now` having moved) dirties the days between the old and the
+  new end; any other change, every day of both.
+- days whose gpu_hourly file changed (by size and mtime), and the days GPUs seen for the first time were held; a GPU
+  whose model, node or parent changed (cost_allocation prices a GPU by the model seen on it) recomputes every day;
+- the waits of changed jobs: the days they waited; the days between the last `now` and this;
 - with a waste window of W hours, a job-hour's waste depends on W - 1 hours either side: neighbouring days too.
-A lake without this state (new, or written by a version before it), a state of another version, or a change of the
-settings the tables depend on (rates, cost method, idle policy, waste rule, energy price, cluster) recomputes every
-day once and says so.
+A lake without this state (new, or written by a version before it), a state of another version, jobs files
+removed, or a change of the settings the tables depend on (rates, cost method, idle policy, waste rule, energy
+price, cluster) recomputes every day once and says so.
 """
 
 from __future__ import annotations
@@ -29,17 +36,21 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from gpuledger import schema
+from gpuledger.analytics.allocation import allocations, gpu_of_pod
 from gpuledger.analytics.cost import cost_daily, energy_daily
 from gpuledger.analytics.cost_allocation import cost_allocation, gpu_attributes, gpus_seen
 from gpuledger.analytics.fleet import fleet_hourly
-from gpuledger.analytics.jobs import use_and_cost
+from gpuledger.analytics.job_state import KEY, JobStore, NeedsRebuild, file_stamps, stamp_day
+from gpuledger.analytics.jobs import job_stats, use_and_cost
 from gpuledger.analytics.queue_time import queue_depth
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_hourly
 from gpuledger.analytics.waste import allocation_hours
 from gpuledger.atomic import write_atomic, write_bytes_atomic
@@ -48,13 +59,14 @@ from gpuledger.lake import LakeWriter, scan
 from gpuledger.lake_lock import publishing
 
 log = logging.getLogger(__name__)
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the jobs' newest rows kept (job_state.py); no whole allocs/queue/use frames
 PER_DAY = ("job_hourly", "cost_allocation", "cost_daily", "queue_depth", "fleet_hourly")
 DAY = dt.timedelta(days=1)
 UTC = dt.timezone.utc
 # An interval is the same one in two runs when these agree; its end (and `open`) may move.
 _ALLOC_KEY = ["cluster", "job_id", "tenant", "namespace", "pod", "node", "gpu_model", "gpu_uuid", "share", "start"]
 _QUEUE = ["cluster", "job_id", "gpu_model", "gpus", "submitted_at", "left_at"]
+_ALLOC_SORT = ["start", "cluster", "job_id", "gpu_uuid"]
 
 
 def _midnight(d: dt.date) -> dt.datetime:
@@ -109,16 +121,7 @@ class _State:
         write_bytes_atomic(self.dir / "state.json", json.dumps(meta, sort_keys=True).encode())
 
 
-def _file_stamps(lake: Path, table: str) -> dict[str, list[int]]:
-    out = {}
-    for f in sorted(Path(lake, table).glob(schema.table(table).file_glob)):
-        st = f.stat()
-        out[str(f.relative_to(lake))] = [st.st_mtime_ns, st.st_size]
-    return out
-
-
-def _stamp_day(rel: str) -> dt.date:
-    return dt.date.fromisoformat(Path(rel).parent.name.removeprefix("date="))
+_stamp_day = stamp_day
 
 
 def _changed_intervals(old: pl.DataFrame, new: pl.DataFrame) -> set[dt.date]:
@@ -187,11 +190,6 @@ def _overlapping(allocs: pl.DataFrame, lo: dt.datetime, hi: dt.datetime, clip: b
     return a
 
 
-def _first_tick(stats: pl.DataFrame) -> dt.datetime | None:
-    first = stats["submitted_at"].min()
-    return None if first is None else first.replace(minute=first.minute - first.minute % 5, second=0, microsecond=0)
-
-
 class _Day:
     """One UTC day of the per-day tables (the module docstring's unit of work)."""
 
@@ -208,6 +206,15 @@ class _Day:
         held = _overlapping(self.allocs, lo, hi, clip=True)
         out = job_hourly(held.lazy(), self.hourly.window(lo, hi).lazy(), a.waste_threshold_pct, a.waste_window_h)
         return out.filter((pl.col("hour") >= _lit(self.lo)) & (pl.col("hour") < _lit(self.hi))).collect()
+
+    def tenant_hours(self) -> pl.DataFrame:
+        """GPU-hours held per (tenant, hour) up to now: the fair-share usage's input (analytics/decisions.py)."""
+        end = min(self.hi, self.now)
+        if end <= self.lo:
+            return pl.DataFrame()
+        held = allocation_hours(_overlapping(self.allocs, self.lo, end, clip=True).lazy())
+        # An exact sum: the same hour summed in another run, with other jobs beside it, gives the same bits.
+        return held.group_by("tenant", "hour").agg(exact_sum(pl.col("gpu_hours")).alias("gpu_hours")).collect()
 
     def cost_allocation(self) -> pl.DataFrame:
         end = min(self.hi, self.now)
@@ -274,148 +281,10 @@ def _replace_days(lake: Path, writer: LakeWriter, table: str, days: Iterable[dt.
                 p.unlink()
 
 
-def _read_jobs_rows(lake: Path, table: str, days: Iterable[dt.date], jobs: pl.Series) -> pl.DataFrame:
-    frames = [scan(lake, table, date=d).filter(pl.col("job_id").is_in(jobs.implode())).collect() for d in sorted(days)]
-    frames = [f for f in frames if f.height]
-    return pl.concat(frames) if frames else scan(lake, table).clear().collect()
-
-
-def job_tables(
-    lake: Path,
-    writer: LakeWriter,
-    now: dt.datetime,
-    cfg: Config,
-    allocs: pl.DataFrame,
-    stats: pl.DataFrame,
-    write_whole: Callable[[str, pl.DataFrame], tuple[int, int]],
-    from_s: float | None = None,
-) -> list[tuple[str, int, int, float]]:
-    """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly.
-
-    `allocs` and `stats`: this run's allocation intervals and per-job stats (analytics/allocation.py, jobs.py);
-    `write_whole(table, frame)` writes a table computed whole, returning (days, rows). Returns (table, days, rows,
-    seconds) per table, days being the partitions recomputed."""
-    t0 = time.perf_counter()
-    lake = Path(lake)
-    state = _State(lake)
-    digest = config_digest(cfg)
-    meta = state.meta or {}
-    prev_allocs, prev_queue, prev_gpus, prev_use = (state.frame(n) for n in ("allocs", "queue", "gpus", "use"))
-    full = None
-    if state.meta is None:
-        if any(Path(lake, t).is_dir() for t in PER_DAY):
-            full = "they were written by a version without incremental state"
-        else:
-            full = "a first run"
-    elif meta.get("version") != STATE_VERSION or any(f is None for f in (prev_allocs, prev_queue, prev_gpus, prev_use)):
-        full = "their incremental state is of another version or incomplete"
-    elif meta.get("config") != digest:
-        full = "rates, cost or waste settings changed since the last run"
-    if full:  # a new lake's first run is no news; any other rebuild is said as a warning
-        (log.info if full == "a first run" else log.warning)(
-            "analytics: recomputing the job-level tables whole once (%s); later runs are incremental", full
-        )
-    reports = []
-
-    mark = time.perf_counter()
-    days_w, rows_w = write_whole("gpu_allocations", allocs)
-    reports.append(("gpu_allocations", days_w, rows_w, time.perf_counter() - mark))
-
-    stamps = _file_stamps(lake, "gpu_hourly")
-    old_stamps = meta.get("hourly_files", {})
-    hourly_days = {_stamp_day(r) for r, s in stamps.items() if old_stamps.get(r) != s}
-    hourly_days |= {_stamp_day(r) for r in old_stamps if r not in stamps}
-    # The model, node and parent telemetry saw on each GPU, from the days that changed (all of them at first).
-    seen_days = (
-        sorted({_stamp_day(r) for r in stamps}) if full else sorted(hourly_days & {_stamp_day(r) for r in stamps})
-    )
-    gpus = gpus_seen(
-        prev_gpus if not full else None, [gpu_attributes(scan(lake, "gpu_hourly", date=d)) for d in seen_days]
-    )
-    queue = _queue_frame(stats)
-    first_tick = _first_tick(stats)
-    prev_now = dt.datetime.fromtimestamp(meta.get("now_s", now.timestamp()), UTC)
-
-    if full:
-        everything = _span_days(allocs, "start", "end") | {_stamp_day(r) for r in stamps}
-        if first_tick is not None:
-            everything |= _days(first_tick, now)
-        dirty = dict.fromkeys(PER_DAY, everything)
-    else:
-        moved = _days(prev_now, now)
-        if from_s is not None:
-            moved |= _days(dt.datetime.fromtimestamp(from_s, UTC), now)
-        alloc_days = _changed_intervals(prev_allocs, allocs)
-        # A GPU's model, node or parent that changed (not merely seen again later): the days it was held.
-        seen = ["gpu_uuid", "parent_gpu_uuid", "gpu_model_seen", "gpu_node"]
-        now_seen, was_seen = gpus.select(seen), prev_gpus.select(seen)
-        changed_gpus = pl.concat(
-            [
-                now_seen.join(was_seen, on=seen, how="anti", nulls_equal=True)["gpu_uuid"],
-                was_seen.join(now_seen, on=seen, how="anti", nulls_equal=True)["gpu_uuid"],
-            ]
-        )
-        gpu_days = _span_days(
-            pl.concat(
-                [allocs.select("gpu_uuid", "start", "end"), prev_allocs.select("gpu_uuid", "start", "end")]
-            ).filter(pl.col("gpu_uuid").is_in(changed_gpus.implode())),
-            "start",
-            "end",
-        )
-        reach = math.ceil((cfg.analytics.waste_window_h - 1) / 24)
-        base = alloc_days | hourly_days | moved
-        job_days = {d + dt.timedelta(days=k) for d in base for k in range(-reach, reach + 1)}
-        cost_days = base | gpu_days
-        queue_days = _changed_waits(prev_queue, queue, now, prev_now) | moved
-        dirty = {
-            "job_hourly": job_days,
-            "cost_allocation": cost_days,
-            "cost_daily": cost_days,
-            "queue_depth": queue_days,
-            "fleet_hourly": queue_days | hourly_days | moved,
-        }
-    if not full:
-        log.debug(
-            "job-level days: allocations %s, gpu_hourly %s, GPU attributes %s, queue %s, now %s",
-            *(
-                sorted(d.isoformat() for d in x)
-                for x in (alloc_days, hourly_days, gpu_days, dirty["queue_depth"], moved)
-            ),
-        )
-    outs, seconds, unpriced = _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick)
-    if unpriced:
-        log.warning(
-            "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
-            "before its first effective_from); that time's cost is null: add rates that cover it",
-            ", ".join(sorted(unpriced)),
-        )
-    use = None
-    for table in PER_DAY:
-        mark = time.perf_counter()
-        t = schema.table(table)
-        if full:  # days an earlier version wrote that have no rows now
-            dirty[table] = dirty[table] | {
-                _stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)
-            }
-        _replace_days(lake, writer, table, dirty[table], outs[table])
-        reports.append((table, len(dirty[table]), outs[table].height, seconds[table] + time.perf_counter() - mark))
-        if table == "cost_daily":  # job_stats reads job_hourly and cost_allocation as just written
-            mark = time.perf_counter()
-            use = _job_use(lake, allocs, prev_allocs, dirty, prev_use, full)
-            days_w, rows_w = write_whole("job_stats", stats.join(use, on=["cluster", "job_id"], how="left"))
-            reports.append(("job_stats", days_w, rows_w, time.perf_counter() - mark))
-    state.save(
-        {"allocs": allocs, "queue": queue, "gpus": gpus, "use": use},
-        {"version": STATE_VERSION, "config": digest, "now_s": now.timestamp(), "hourly_files": stamps},
-    )
-    log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
-    return reports
-
-
 def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
     """Each dirty day's rows of each per-day table, in day order (gpu_hourly read once per day)."""
     hourly = _Hourly(lake)
-    outs: dict[str, list[pl.DataFrame]] = {t: [] for t in PER_DAY}
+    outs: dict[str, list[pl.DataFrame]] = {t: [] for t in (*PER_DAY, "tenant_hours")}
     seconds = dict.fromkeys(PER_DAY, 0.0)
     unpriced: set[str] = set()
     reach_back = dt.timedelta(hours=cfg.analytics.waste_window_h - 1) + DAY
@@ -424,6 +293,7 @@ def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
         mark = time.perf_counter()
         if d in dirty["job_hourly"]:
             outs["job_hourly"].append(day.job_hourly())
+            outs["tenant_hours"].append(day.tenant_hours())
         mark = _tick(seconds, "job_hourly", mark)
         if d in dirty["cost_allocation"]:  # cost_daily's days are cost_allocation's
             ca = day.cost_allocation()
@@ -447,7 +317,10 @@ def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
     for table, parts in outs.items():
         parts = [p for p in parts if p.height]
         frames[table] = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
-    return frames, seconds, unpriced
+    hours = frames.pop("tenant_hours")
+    if hours.is_empty():
+        hours = pl.DataFrame(schema={"tenant": pl.String, "hour": pl.Datetime("us", "UTC"), "gpu_hours": pl.Float64})
+    return frames, seconds, unpriced, hours
 
 
 def _tick(seconds: dict[str, float], table: str, mark: float) -> float:
@@ -456,21 +329,401 @@ def _tick(seconds: dict[str, float], table: str, mark: float) -> float:
     return now
 
 
-def _job_use(lake, allocs, prev_allocs, dirty, prev_use, full) -> pl.DataFrame:
-    """use_and_cost of every job: recomputed for jobs with rows in a recomputed day, kept for the others."""
+def _read_jobs_rows(lake: Path, table: str, days: Iterable[dt.date], jobs: pl.DataFrame) -> pl.DataFrame:
+    """The rows of these (cluster, job_id) in the given days of a per-day table."""
+    frames = [scan(lake, table, date=d).join(jobs.lazy(), on=KEY, how="semi").collect() for d in sorted(days)]
+    frames = [f for f in frames if f.height]
+    return pl.concat(frames) if frames else scan(lake, table).clear().collect()
+
+
+def _start(d: dt.date | None) -> pl.Expr:
+    return pl.lit(True) if d is None else pl.col("start") >= _lit(_midnight(d))
+
+
+def job_allocations(lake: Path, rows: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
+    """Allocation intervals of these jobs (their newest rows). A job whose rows name no GPU takes the GPUs
+    telemetry saw its pod on, read only from the days it held GPUs: scanning every sample of a large fleet for
+    nothing was the slowest part of a run."""
+    unnamed = rows.filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
+    pods = None
+    if unnamed.height:
+        lo = unnamed["scheduled_at"].min().date()
+        hi = now if unnamed["finished_at"].null_count() else unnamed["finished_at"].max()
+        names = unnamed["pod"].drop_nulls().unique().implode()
+        days = [lo + dt.timedelta(days=k) for k in range((hi.date() - lo).days + 1)]
+        pods = gpu_of_pod(
+            pl.concat([scan(lake, "gpu_samples", date=d).filter(pl.col("pod").is_in(names)) for d in days])
+        )
+    return allocations(rows.lazy(), now, pods).collect()
+
+
+@dataclass
+class Plan:
+    """What a run recomputes: prepared before the telemetry pass (which needs the allocations), used after it."""
+
+    lake: Path
+    now: dt.datetime
+    cfg: Config
+    full: str | None  # why every day is recomputed; None for an incremental run
+    store: JobStore
+    meta: dict
+    load_from: dt.date | None  # the jobs finished before this day are not loaded (None: all are)
+    rows: pl.DataFrame  # newest rows of the loaded jobs
+    allocs: pl.DataFrame  # their allocation intervals
+    stats: pl.DataFrame  # their job_stats, without use and cost
+    before: pl.DataFrame  # newest rows, before this run, of the jobs whose newest row changed
+    after: pl.DataFrame  # ... and after
+    lmax_s: float
+    first_submitted: dt.datetime | None
+    counts: pl.DataFrame  # (gpu_model, gpus, n) of every job: the fragmentation metric's workload
+    prev_now: dt.datetime
+    from_s: float | None
+    tenant_hours: pl.DataFrame | None = None  # set by job_tables
+
+    def allocations_from(self, t: dt.datetime) -> pl.DataFrame:
+        """The intervals that end after t: t must be at or after the first day loaded."""
+        if self.load_from is not None and t < _midnight(self.load_from):
+            raise ValueError(f"allocations from {t} asked of a plan loaded from {self.load_from}")
+        return self.allocs.filter(pl.col("end") > _lit(t))
+
+    def workload(self) -> pl.DataFrame:
+        """One row (gpu_model, gpus) per job ever seen."""
+        return self.counts.select(pl.col("gpu_model", "gpus").repeat_by("n")).explode("gpu_model", "gpus")
+
+
+def _spans(rows: pl.DataFrame, now: dt.datetime) -> set[dt.date]:
+    """Every day a job of these rows waited or held GPUs (up to now while open)."""
+    f = rows.with_columns(pl.coalesce("finished_at", _lit(now)).alias("_end"))
+    return _span_days(f, "submitted_at", "_end")
+
+
+def _full_reason(state: _State, digest: str, lake: Path) -> str | None:
+    meta = state.meta
+    if meta is None:
+        return (
+            "a first run"
+            if not any(Path(lake, t).is_dir() for t in PER_DAY)
+            else ("they were written by a version without incremental state")
+        )
+    kept = ("gpus", "tenant_hours", "counts")
+    if meta.get("version") != STATE_VERSION or not all((state.dir / f"{n}.parquet").exists() for n in kept):
+        return "their incremental state is of another version or incomplete"
+    if meta.get("config") != digest:
+        return "rates, cost or waste settings changed since the last run"
+    return None
+
+
+def prepare(
+    lake: Path,
+    now: dt.datetime,
+    cfg: Config,
+    from_s: float | None = None,
+    needed_from: dt.datetime | None = None,
+    force: str | None = None,
+) -> Plan:
+    """Bring the jobs' state up to date and load the jobs this run can touch.
+
+    `needed_from`: the earliest time another pass of the run needs allocations from (the telemetry window's start;
+    None: the lake's start). `force`: recompute every day, for this reason."""
+    lake = Path(lake)
+    state = _State(lake)
+    digest = config_digest(cfg)
+    full = force or _full_reason(state, digest, lake)
+    meta = state.meta or {}
+    store = JobStore(state.dir, lake)
+    if not full:
+        if "jobs_files" not in meta:
+            full = "their incremental state is of another version or incomplete"
+        else:
+            try:
+                before, after = store.refresh(meta["jobs_files"])
+            except NeedsRebuild as e:
+                full = str(e)
     if full:
-        return use_and_cost(scan(lake, "job_hourly").collect(), scan(lake, "cost_allocation").collect())
-    touched = pl.concat([allocs.select("job_id", "start", "end"), prev_allocs.select("job_id", "start", "end")])
+        (log.info if full == "a first run" else log.warning)(
+            "analytics: recomputing the job-level tables whole once (%s); later runs are incremental", full
+        )
+        before, after = store.refresh(None)
+
+    prev_now = dt.datetime.fromtimestamp(meta.get("now_s", now.timestamp()), UTC) if not full else now
+    sealed = after.filter(pl.col("finished_at").is_not_null() & pl.col("scheduled_at").is_not_null())
+    held_s = (pl.col("finished_at") - pl.col("scheduled_at")).dt.total_seconds()
+    lmax_s = max(float(meta.get("lmax_s", 0.0)) if not full else 0.0, float(sealed.select(held_s.max()).item() or 0.0))
+    first = after["submitted_at"].min()
+    first_submitted = meta.get("first_submitted_s")
+    first_submitted = (
+        dt.datetime.fromtimestamp(first_submitted, UTC) if first_submitted is not None and not full else None
+    )
+    if first is not None and (first_submitted is None or first < first_submitted):
+        first_submitted = first
+    counts = _counts(after) if full else _add_counts(state.frame("counts"), after, before)
+
+    load_from = None
+    if not full:
+        live_s = (
+            store.live.filter(pl.col("scheduled_at").is_not_null())
+            .select((_lit(now) - pl.col("scheduled_at")).dt.total_seconds().max())
+            .item()
+        )
+        reach = math.ceil((cfg.analytics.waste_window_h - 1) / 24)
+        back = reach + math.ceil(max(lmax_s, float(live_s or 0.0)) / 86400) + 1
+        moved_days = _days(prev_now, now)
+        if from_s is not None:
+            moved_days |= _days(dt.datetime.fromtimestamp(from_s, UTC), now)
+        # gpu_hourly's days this run rewrites are in the telemetry window, needed_from on.
+        touched = moved_days | _spans(before, prev_now) | _spans(after, now)
+        if needed_from is not None:  # else the lake's start: everything
+            load_from = min(touched | {needed_from.date()}) - dt.timedelta(days=back)
+    rows = store.rows_from(load_from)
+    allocs = job_allocations(lake, rows, now)
+    stats = job_stats(rows.lazy(), now).collect()
+    return Plan(
+        lake,
+        now,
+        cfg,
+        full,
+        store,
+        meta,
+        load_from,
+        rows,
+        allocs,
+        stats,
+        before,
+        after,
+        lmax_s,
+        first_submitted,
+        counts,
+        prev_now,
+        from_s,
+    )
+
+
+def _counts(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.group_by("gpu_model", "gpus").agg(pl.len().cast(pl.Int64).alias("n"))
+
+
+def _add_counts(prev: pl.DataFrame, after: pl.DataFrame, before: pl.DataFrame) -> pl.DataFrame:
+    minus = _counts(before).with_columns(-pl.col("n"))
+    out = (
+        pl.concat([prev, _counts(after), minus], how="vertical_relaxed")
+        .group_by("gpu_model", "gpus")
+        .agg(pl.col("n").sum())
+    )
+    return out.filter(pl.col("n") != 0)
+
+
+def _write_scoped(
+    lake: Path, writer: LakeWriter, table: str, out: pl.DataFrame, days: set[dt.date] | None, sort: list[str]
+) -> tuple[int, int]:
+    """The table's partitions of `days` (all of them when None) become `out`'s rows of those days: only those whose
+    rows changed are written (a content hash per partition in `_state/analytics/<table>.partitions.json`), and a
+    day without rows loses its file."""
+    t = schema.table(table)
+    out = _with_date(table, out) if out.height else out
+    manifest_path = Path(lake) / "_state" / "analytics" / f"{table}.partitions.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (FileNotFoundError, ValueError):
+        manifest = {}
+    on_disk = {_stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)}
+    if days is None:
+        scope = on_disk | (set(out["date"].unique().to_list()) if out.height else set())
+    else:
+        scope = days
+    if days is None:
+        manifest = {}
+    changed, have = [], set()
+    if out.height:
+        for (d,), part in out.partition_by("date", as_dict=True).items():
+            if d not in scope:
+                continue
+            have.add(d)
+            part = part.sort(sort, nulls_last=True)
+            rel = f"date={d.isoformat()}"
+            digest = str(part.hash_rows(seed=0).sum())
+            if manifest.get(rel) != digest or not Path(lake, table, rel, f"part-{table}.parquet").exists():
+                changed.append(part)
+            manifest[rel] = digest
+    if changed:
+        writer.write_partitions(table, pl.concat(changed), table)
+    gone = [d for d in scope if d not in have]
+    for d in gone:
+        manifest.pop(f"date={d.isoformat()}", None)
+    gone = [p for d in gone if (p := Path(lake, table, f"date={d.isoformat()}", f"part-{table}.parquet")).exists()]
+    if gone:
+        with publishing(lake):  # not from under a query that listed it (gpuledger.lake_lock)
+            for p in gone:
+                p.unlink()
+    write_bytes_atomic(manifest_path, json.dumps(manifest, sort_keys=True).encode())
+    return len(have), (out.filter(pl.col("date").is_in(list(have))).height if have else 0)
+
+
+def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> list[tuple[str, int, int, float]]:
+    """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly.
+
+    Returns (table, days, rows, seconds) per table, days being the partitions recomputed."""
+    t0 = time.perf_counter()
+    lake = Path(lake)
+    state = _State(lake)
+    hourly = _HourlyChanges(lake, state.meta or {}, plan.full, state.frame("gpus"))
+    if hourly.moved_gpu and not plan.full:  # a GPU seen before with another model, node or parent: rare, costly
+        plan = prepare(lake, plan.now, plan.cfg, plan.from_s, force="a GPU's model, node or parent changed")
+        hourly = _HourlyChanges(lake, {}, plan.full, None)
+    cfg, now, full = plan.cfg, plan.now, plan.full
+    reports = []
+    first_tick = _tick_of(plan.first_submitted)
+    scope = None
+    if not full:
+        scope = {_stamp_day(str(p.relative_to(lake))) for p in Path(lake, "gpu_allocations").glob("date=*/*.parquet")}
+        if plan.load_from is not None:
+            scope = {d for d in scope if d >= plan.load_from}
+            scope |= {plan.load_from + dt.timedelta(days=k) for k in range((now.date() - plan.load_from).days + 1)}
+
+    if full:
+        everything = _span_days(plan.allocs, "start", "end") | {stamp_day(r) for r in hourly.stamps}
+        if first_tick is not None:
+            everything |= _days(first_tick, now)
+        dirty = dict.fromkeys(PER_DAY, everything)
+        alloc_days = set()
+    else:
+        moved = _days(plan.prev_now, now)
+        if plan.from_s is not None:
+            moved |= _days(dt.datetime.fromtimestamp(plan.from_s, UTC), now)
+        old = pl.concat(
+            [scan(lake, "gpu_allocations", date=d).collect() for d in sorted(scope)]
+            or [scan(lake, "gpu_allocations").clear().collect()],
+            how="vertical_relaxed",
+        ).drop("date")
+        alloc_days = _changed_intervals(old, plan.allocs.filter(_start(plan.load_from)))
+        gpu_days = _span_days(plan.allocs.filter(pl.col("gpu_uuid").is_in(hourly.new_gpus.implode())), "start", "end")
+        reach = math.ceil((cfg.analytics.waste_window_h - 1) / 24)
+        base = alloc_days | hourly.days | moved
+        job_days = {d + dt.timedelta(days=k) for d in base for k in range(-reach, reach + 1)}
+        cost_days = base | gpu_days
+        queue_days = (
+            _changed_waits(
+                _queue_frame(job_stats(plan.before.lazy(), now).collect()),
+                _queue_frame(job_stats(plan.after.lazy(), now).collect()),
+                now,
+                plan.prev_now,
+            )
+            | moved
+        )
+        dirty = {
+            "job_hourly": job_days,
+            "cost_allocation": cost_days,
+            "cost_daily": cost_days,
+            "queue_depth": queue_days,
+            "fleet_hourly": queue_days | hourly.days | moved,
+        }
+        low = min(set().union(*dirty.values()))
+        if plan.load_from is not None and low - dt.timedelta(days=reach) < plan.load_from:
+            # Not expected (prepare loads from the earliest day a change can reach): say it rather than be wrong.
+            raise RuntimeError(f"analytics: day {low} to recompute lies before the jobs loaded (from {plan.load_from})")
+        log.debug(
+            "job-level days: allocations %s, gpu_hourly %s, queue %s, now %s",
+            *(sorted(d.isoformat() for d in x) for x in (alloc_days, hourly.days, dirty["queue_depth"], moved)),
+        )
+
+    mark = time.perf_counter()
+    in_scope = plan.allocs.filter(_start(plan.load_from))
+    write_scope = None if plan.load_from is None else scope  # None: every partition
+    days_w, rows_w = _write_scoped(lake, writer, "gpu_allocations", in_scope, write_scope, _ALLOC_SORT)
+    reports.append(("gpu_allocations", days_w, rows_w, time.perf_counter() - mark))
+
+    outs, seconds, unpriced, hours = _per_day(lake, dirty, plan.allocs, plan.stats, hourly.gpus, now, cfg, first_tick)
+    if unpriced:
+        log.warning(
+            "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
+            "before its first effective_from); that time's cost is null: add rates that cover it",
+            ", ".join(sorted(unpriced)),
+        )
+    for table in PER_DAY:
+        mark = time.perf_counter()
+        t = schema.table(table)
+        if full:  # days an earlier version wrote that have no rows now
+            dirty[table] = dirty[table] | {
+                stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)
+            }
+        _replace_days(lake, writer, table, dirty[table], outs[table])
+        reports.append((table, len(dirty[table]), outs[table].height, seconds[table] + time.perf_counter() - mark))
+        if table == "cost_daily":  # job_stats reads job_hourly and cost_allocation as just written
+            mark = time.perf_counter()
+            reports.append(("job_stats", *_write_job_stats(lake, writer, plan, dirty), time.perf_counter() - mark))
+    prev_hours = None if full else state.frame("tenant_hours")
+    if prev_hours is not None:
+        redone = sorted(dirty["job_hourly"])
+        prev_hours = prev_hours.filter(~pl.col("hour").dt.date().is_in(redone))
+    tenant_hours = pl.concat([f for f in (prev_hours, hours) if f is not None and f.height] or [hours]).sort(
+        "tenant", "hour"
+    )
+    plan.store.save()
+    meta = {
+        "version": STATE_VERSION,
+        "config": config_digest(cfg),
+        "now_s": now.timestamp(),
+        "hourly_files": hourly.stamps,
+        "jobs_files": plan.store.stamps,
+        "lmax_s": plan.lmax_s,
+        "first_submitted_s": None if plan.first_submitted is None else plan.first_submitted.timestamp(),
+    }
+    state.save(
+        {"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": plan.counts.sort("gpu_model", "gpus")}, meta
+    )
+    plan.tenant_hours = tenant_hours
+    log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
+    return reports
+
+
+class _HourlyChanges:
+    """gpu_hourly's days rewritten since the last run (by file size and mtime: taken after the telemetry pass), and
+    the model, node and parent telemetry saw on each GPU (cost_allocation prices a GPU by the model seen on it)."""
+
+    def __init__(self, lake: Path, meta: dict, full: str | None, prev_gpus: pl.DataFrame | None):
+        self.stamps = file_stamps(lake, "gpu_hourly")
+        old = meta.get("hourly_files", {})
+        self.days = {stamp_day(r) for r, s in self.stamps.items() if old.get(r) != s}
+        self.days |= {stamp_day(r) for r in old if r not in self.stamps}
+        have = {stamp_day(r) for r in self.stamps}
+        seen_days = sorted(have) if full or prev_gpus is None else sorted(self.days & have)
+        self.gpus = gpus_seen(
+            None if full else prev_gpus, [gpu_attributes(scan(lake, "gpu_hourly", date=d)) for d in seen_days]
+        )
+        self.new_gpus, self.moved_gpu = pl.Series("gpu_uuid", [], pl.String), False
+        if not full and prev_gpus is not None:
+            seen = ["gpu_uuid", "parent_gpu_uuid", "gpu_model_seen", "gpu_node"]
+            was = prev_gpus.select(seen)
+            moved = self.gpus.select(seen).join(was, on=seen, how="anti", nulls_equal=True)
+            self.new_gpus = moved.join(was, on="gpu_uuid", how="anti")["gpu_uuid"]
+            self.moved_gpu = moved.height > self.new_gpus.len()
+
+
+def _tick_of(first: dt.datetime | None) -> dt.datetime | None:
+    return None if first is None else first.replace(minute=first.minute - first.minute % 5, second=0, microsecond=0)
+
+
+def _write_job_stats(lake: Path, writer: LakeWriter, plan: Plan, dirty) -> tuple[int, int]:
+    """job_stats rows of the jobs whose row can have changed: changed, still open, or with rows in a day just
+    recomputed (their use and cost); the others' rows stay as written."""
+    if plan.full:
+        use = use_and_cost(scan(lake, "job_hourly").collect(), scan(lake, "cost_allocation").collect())
+        out = plan.stats.join(use, on=KEY, how="left")
+        return _write_scoped(lake, writer, "job_stats", out, None, KEY)
     days = sorted(dirty["job_hourly"] | dirty["cost_allocation"])
     hit = pl.concat(
-        [_overlapping(touched, _midnight(d), _midnight(d) + DAY, clip=False).select("job_id") for d in days]
-        or [touched.clear().select("job_id")]
-    )["job_id"].unique()
-    # Every day those jobs held GPUs: their rows elsewhere are summed with the recomputed ones.
-    theirs = allocs.filter(pl.col("job_id").is_in(hit.implode()))
-    span = _span_days(theirs, "start", "end")
-    fresh = use_and_cost(
+        [_overlapping(plan.allocs, _midnight(d), _midnight(d) + DAY, clip=False).select(KEY) for d in days]
+        + [plan.after.select(KEY), plan.store.live.select(KEY)]
+    ).unique()
+    stats = plan.stats.join(hit, on=KEY, how="semi")
+    span = _span_days(plan.allocs.join(hit, on=KEY, how="semi"), "start", "end")
+    use = use_and_cost(
         _read_jobs_rows(lake, "job_hourly", span, hit), _read_jobs_rows(lake, "cost_allocation", span, hit)
     )
-    kept = prev_use.filter(~pl.col("job_id").is_in(hit.implode()))
-    return pl.concat([kept, fresh], how="vertical_relaxed").sort("cluster", "job_id")
+    fresh = _with_date("job_stats", stats.join(use, on=KEY, how="left"))
+    parts = set(fresh["date"].unique().to_list()) | set(plan.before["submitted_at"].dt.date().unique().to_list())
+    kept = pl.concat([scan(lake, "job_stats", date=d).collect() for d in sorted(parts)], how="vertical_relaxed").join(
+        hit, on=KEY, how="anti"
+    )
+    out = pl.concat([kept, fresh.select(kept.columns)], how="vertical_relaxed").drop("date")
+    days_w, _ = _write_scoped(lake, writer, "job_stats", out, parts, KEY)
+    return days_w, fresh.height

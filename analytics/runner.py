@@ -9,7 +9,6 @@ tables (WHOLE) are recomputed whole. The same input gives the same files, so re-
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
 import time
@@ -19,15 +18,13 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
-from gpuledger.analytics.allocation import allocations, gpu_of_pod
 from gpuledger.analytics.decisions import checked_models, decayed_usage, decisions
 from gpuledger.analytics.forecast import daily_demand, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
-from gpuledger.analytics.incremental import job_tables
-from gpuledger.analytics.jobs import job_stats, latest
+from gpuledger.analytics.incremental import Plan, job_tables, prepare
 from gpuledger.analytics.utilization import job_5min
-from gpuledger.analytics.waste import allocation_hours, idle_holds
+from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, defaults
 from gpuledger.lake import LakeWriter, has_data, scan
@@ -36,54 +33,13 @@ from gpuledger.lake_lock import publishing, rewriting
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
 CHUNK_DAYS = 7  # telemetry rollups computed and written this many UTC days at a time
+_NO_ALLOCATIONS = pl.DataFrame(
+    schema={c: d for c, d in schema.table("gpu_allocations").polars_schema.items() if c != "date"}
+)
 
 
 def _lit(t: dt.datetime) -> pl.Expr:
     return pl.lit(t).dt.cast_time_unit("us")
-
-
-@functools.lru_cache(maxsize=1)  # cleared at each run's start, like _allocations_frame
-def _jobs_frame(lake: str) -> pl.DataFrame:
-    """The jobs table, read once per run: five jobs read it, and each read lists and opens every jobs file."""
-    return scan(lake, "jobs").collect()
-
-
-def _jobs(lake: Path | str) -> pl.LazyFrame:
-    return _jobs_frame(str(lake)).lazy()
-
-
-@functools.lru_cache(maxsize=1)  # cleared at each run's start: job_stats, queue_depth and fragmentation use it
-def _stats_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
-    return job_stats(_jobs(lake), now).collect()
-
-
-def _stats(lake: Path | str, now: dt.datetime) -> pl.LazyFrame:
-    """Per-job wait, run time and GPU-hours (analytics/jobs.py), computed once per run."""
-    return _stats_frame(str(lake), now).lazy()
-
-
-def _allocations(lake: Path, now: dt.datetime) -> pl.LazyFrame:
-    """Allocation intervals, computed once per run (five tables use them); see _allocations_frame."""
-    return _allocations_frame(str(lake), now).lazy()
-
-
-@functools.lru_cache(maxsize=1)  # one run at a time: a new run (a new `now`) replaces the cached frame
-def _allocations_frame(lake: str, now: dt.datetime) -> pl.DataFrame:
-    """Telemetry's pod labels are read only for jobs whose rows name no GPU, and only for those pods: scanning
-    every sample of a large fleet for nothing was the slowest part of a run."""
-    jobs = _jobs(lake)
-    unnamed = (
-        latest(jobs)
-        .filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
-        .select("pod")
-        .unique()
-        .collect()["pod"]
-        .drop_nulls()
-    )
-    pods = None
-    if len(unnamed):
-        pods = gpu_of_pod(scan(lake, "gpu_samples").filter(pl.col("pod").is_in(unnamed.implode())))
-    return allocations(jobs, now, pods).collect()
 
 
 def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
@@ -118,20 +74,21 @@ def _demand_forecast(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     return out.lazy()
 
 
-def _idle_holds(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+def _idle_holds(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
     """Idle GPUs of open jobs, from gpu_hourly's days since the oldest of them began only (a run reads no history)."""
-    held = _allocations(lake, now).filter(pl.col("open"))
+    now = plan.now
+    held = plan.allocs.lazy().filter(pl.col("open"))
     first = held.select(pl.col("start").min()).collect().item()
     hourly = scan(lake, "gpu_hourly")
     hourly = hourly.clear() if first is None else hourly.filter(pl.col("date") >= first.date())
     return idle_holds(held, hourly, cfg.analytics.waste_threshold_pct, now)
 
 
-def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
+def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
     a = cfg.analytics
     tenants = cfg.tenants
-    allocs = _allocations(lake, now)
-    open_now = allocs.filter(pl.col("open")).select("tenant", "gpu_model", "share").collect()
+    now = plan.now
+    open_now = plan.allocs.filter(pl.col("open")).select("tenant", "gpu_model", "share")
     month = dt.datetime(now.year, now.month, 1, tzinfo=dt.timezone.utc)
     cost = scan(lake, "cost_daily").filter(pl.col("day_start") >= month)
     spent = (
@@ -143,9 +100,9 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
         .drop_nulls("tenant")
         .collect()
     )
-    # Only the columns the hours need: every GPU-hour ever held is a row here (8.8M a year of 1,000 GPUs).
-    held = allocs.select("tenant", "gpu_uuid", "share", "start", "end")
-    usage = decayed_usage(allocation_hours(held), now, a.fairshare_half_life_h).collect()
+    # From GPU-hours per (tenant, hour), kept from run to run (analytics/incremental.py): every GPU-hour ever held
+    # was a row here (8.8M a year of 1,000 GPUs); the hours are a few per tenant and hour.
+    usage = decayed_usage(plan.tenant_hours.lazy(), now, a.fairshare_half_life_h).collect()
     # Idle now, from the idle_holds written just before this table: GPUs idle through the last waste window.
     idle = (
         scan(lake, "idle_holds")
@@ -170,10 +127,10 @@ def _decisions(lake: Path, now: dt.datetime, cfg: Config) -> pl.LazyFrame:
 # Recomputed whole each run after the job-level tables (analytics/incremental.py), in this order (demand_forecast
 # reads fleet_hourly, decisions the cost and idle_holds, all as just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "demand_forecast": lambda lake, now, cfg: _demand_forecast(lake, now),
-    "idle_holds": lambda lake, now, cfg: _idle_holds(lake, now, cfg),
+    "demand_forecast": lambda lake, plan, cfg: _demand_forecast(lake, plan.now),
+    "idle_holds": _idle_holds,
     "decisions": _decisions,
-    "tenants": lambda lake, now, cfg: _tenants(now, cfg),
+    "tenants": lambda lake, plan, cfg: _tenants(plan.now, cfg),
 }
 
 
@@ -216,10 +173,6 @@ def run(
 
 def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None, engine=None) -> list[RunReport]:
     cfg = cfg or defaults()
-    # The lake may have changed since the last run, even for the same `until`.
-    _allocations_frame.cache_clear()
-    _jobs_frame.cache_clear()
-    _stats_frame.cache_clear()
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
@@ -234,10 +187,19 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         else:
             first = src.select(pl.col("date").min()).collect().item()
             start = None if first is None else dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
+    now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+    plan = None
+    if has_data(lake, "jobs"):
+        # The jobs' state first: the pass over the samples needs the allocations of its window.
+        frag_s = from_s if from_s is not None else watermark(lake, "fragmentation")
+        frag_s = frag_s if frag_s is None or from_s is not None else frag_s - LOOKBACK_S
+        starts = [s - s % 3600 for s in (start, frag_s) if s is not None]
+        needed = dt.datetime.fromtimestamp(min(starts), dt.timezone.utc) if len(starts) == 2 else None
+        plan = prepare(lake, now, cfg, from_s, needed)
     if start is not None:
         # Whole hours, so every bucket is recomputed from all of its samples.
         lo = dt.datetime.fromtimestamp(start - start % 3600, dt.timezone.utc)
-        hi = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+        hi = now
         d0, d1 = lo.date(), hi.date()
         # One UTC day at a time: a day of a large fleet's samples fits in memory (about 1 GB for 1,000 GPUs at
         # 10 s) and the in-memory engine beats the streaming one on it by ~25% (benchmarks/analytics_run.py).
@@ -245,7 +207,7 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         # year (job_5min alone would be ~75M rows for a year of 1,000 GPUs).
         days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
         chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
-        allocs = _allocations(lake, hi).filter(pl.col("end") > lo).collect()
+        allocs = plan.allocations_from(lo) if plan is not None else _NO_ALLOCATIONS
         done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
         # Each chunk's files are in the lake before the next chunk's results are taken.
         if engine is None:
@@ -259,17 +221,13 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
         for job, (rows, seconds) in done.items():
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
             reports.append(RunReport(job, len(days), rows, seconds))
-    now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
-    if has_data(lake, "jobs"):
-        write_whole = lambda table, frame: _run_whole(lake, writer, table, frame.lazy())  # noqa: E731
-        allocs, stats = _allocations_frame(str(lake), now), _stats_frame(str(lake), now)
-        job_level = job_tables(lake, writer, now, cfg, allocs, stats, write_whole, from_s)
-        reports += [RunReport(*r) for r in job_level]
+    if plan is not None:
+        reports += [RunReport(*r) for r in job_tables(lake, writer, plan)]
         for job, compute in WHOLE.items():
             t0 = time.perf_counter()
-            days, rows = _run_whole(lake, writer, job, compute(lake, now, cfg))
+            days, rows = _run_whole(lake, writer, job, compute(lake, plan, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
-        frag = _fragmentation(lake, writer, until_s, cfg, from_s)
+        frag = _fragmentation(lake, writer, plan, cfg, from_s)
         if frag is not None:
             reports.append(frag)
     return reports
@@ -336,7 +294,7 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
 
 
 def _fragmentation(
-    lake: Path, writer: LakeWriter, until_s: float, cfg: Config, from_s: float | None = None
+    lake: Path, writer: LakeWriter, plan: Plan, cfg: Config, from_s: float | None = None
 ) -> RunReport | None:
     """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back)."""
     t0 = time.perf_counter()
@@ -352,9 +310,10 @@ def _fragmentation(
         lo = first
     else:
         lo = dt.datetime.fromtimestamp(start_s - start_s % 3600, dt.timezone.utc)
-    now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
-    allocs = _allocations(lake, now).select("node", "gpu_uuid", "share", "start", "end").collect()
-    jobs = _stats(lake, now).select("gpu_model", "gpus").collect()
+    now, until_s = plan.now, plan.now.timestamp()
+    # The intervals of [lo, now), and every job's request: the workload whose fit the metric measures.
+    allocs = plan.allocations_from(lo).select("node", "gpu_uuid", "share", "start", "end")
+    jobs = plan.workload()
     shapes = scan(lake, "pod_shapes").filter(pl.col("cluster") == cfg.cluster).collect()
     out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster, nodes, shapes)
     if out.height:
