@@ -55,9 +55,9 @@ class Ctx:
         self.lake = lake
 
 
-# Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by function name; the
+# Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by name; the
 # others say so in one line instead of failing somewhere inside. Add a command once it works there (issue 16).
-S3_COMMANDS = frozenset({"collect"})
+S3_COMMANDS = frozenset({"collect", "compact"})
 
 
 class _LakeParam(click.ParamType):
@@ -110,9 +110,10 @@ def common(f):
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
         cfg = config_mod.with_overrides(cfg, lake)
         lake = lake_url.parse(lake)
-        if isinstance(lake, lake_url.S3Location) and f.__name__ not in S3_COMMANDS:
+        command = click.get_current_context().info_name
+        if isinstance(lake, lake_url.S3Location) and command not in S3_COMMANDS:
             raise UsageError(
-                f"{f.__name__} cannot use an object-store lake ({lake}) yet; commands that can: "
+                f"{command} cannot use an object-store lake ({lake}) yet; commands that can: "
                 f"{', '.join(sorted(S3_COMMANDS))}"
             )
         return f(Ctx(cfg, lake), **kw)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger import schema
+from gpuledger import compaction_s3, lake_url, schema
 from gpuledger.atomic import fsync_dir, publish, stage, write_bytes_atomic
 from gpuledger.lake import COMPRESSION
 from gpuledger.lake_lock import publishing, rewriting
@@ -64,6 +64,10 @@ def recover(root: Path | str) -> int:
 
 
 def compact(root: Path | str, today: dt.date | None = None, grace_days: int = 1) -> CompactionReport:
+    if isinstance(loc := lake_url.parse(root), lake_url.S3Location):  # no lock there: gpuledger/compaction_s3.py
+        report = CompactionReport()
+        compaction_s3.compact(loc, today or dt.datetime.now(dt.timezone.utc).date(), grace_days, report)
+        return report
     with rewriting(root):  # an analytics run reads the files this removes: one at a time (gpuledger.lake_lock)
         return _compact(Path(root), today, grace_days)
 

@@ -19,6 +19,7 @@ import configparser
 import datetime as dt
 import hashlib
 import io
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -317,24 +318,77 @@ def parquet_bytes(df, **kw) -> bytes:
     return buf.getvalue()
 
 
+# A compaction's record, in the day's folder beside the objects it merged (gpuledger/compaction_s3.py):
+# {"inputs": [names], "output": name}. '~' sorts after '-', so a LIST reaches it after every `part-` object of the day.
+MERGE_RECORD = re.compile(r"^part~merged-[0-9a-f]{16}\.json$")
+_records: dict[str, dict] = {}  # key -> record: a record is never rewritten (content-addressed, If-None-Match)
+RELISTS = 5
+
+
+def live(names: set[str], records: list[dict]) -> set[str] | None:
+    """The Parquet objects of one day a reader reads, given the names one LIST found and the day's merge records:
+    every name less the inputs of each record whose output is there (or itself merged again since). None when the
+    LIST is not one moment of the compaction: an input already deleted while its output was not yet listed (a LIST
+    of many pages is not a snapshot): list again. A record whose output is absent and inputs all there is a merge
+    not yet published (or a compactor that died before it): its inputs are read."""
+    retired: set[str] = set()
+    settled: list[dict] = []
+    changed = True
+    while changed:  # a day merged twice: the first output is an input of the second
+        changed = False
+        for r in records:
+            if r not in settled and (r["output"] in names or r["output"] in retired):
+                settled.append(r)
+                retired |= set(r["inputs"])
+                changed = True
+    for r in records:
+        if r not in settled and not set(r["inputs"]) <= names | retired:
+            return None
+    return names - retired
+
+
 def glob(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.environ) -> list[S3Location]:
     """The objects under `folder` whose key below it matches `pattern` segment by segment (`date=*/*.parquet`: a
-    '*' never crosses a '/'), sorted. One LIST of the folder's prefix; LakeError naming the problem."""
+    '*' never crosses a '/'), sorted, each day's less what a compaction merged (`live`). One LIST of the folder's
+    prefix (again when it caught a compaction mid-way); LakeError naming the problem."""
     import obstore
 
     depth = pattern.count("/") + 1
-    try:
-        listed = [
-            o["path"] for batch in obstore.list(object_store(folder, environ), prefix=folder.key + "/") for o in batch
-        ]
-    except (obstore.exceptions.BaseError, OSError) as e:
-        raise explain(e, folder, "listing", environ) from None
-    out = []
-    for key in listed:
-        rel = PurePosixPath(key[len(folder.key) + 1 :])
-        if len(rel.parts) == depth and rel.match(pattern):
-            out.append(S3Location(folder.bucket, key))
-    return sorted(out, key=lambda o: o.key)
+    store = object_store(folder, environ)
+    for _ in range(RELISTS):
+        try:
+            listed = [o["path"] for batch in obstore.list(store, prefix=folder.key + "/") for o in batch]
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise explain(e, folder, "listing", environ) from None
+        days: dict[str, tuple[set[str], list[dict]]] = {}
+        for key in listed:
+            rel = PurePosixPath(key[len(folder.key) + 1 :])
+            day, name = str(rel.parent), rel.name
+            if len(rel.parts) == depth and rel.match(pattern):
+                days.setdefault(day, (set(), []))[0].add(name)
+            elif len(rel.parts) == depth and MERGE_RECORD.match(name):
+                days.setdefault(day, (set(), []))[1].append(
+                    _record(store, (folder if day == "." else folder / day) / name, environ)
+                )
+        out, consistent = [], True
+        for day, (names, records) in days.items():
+            keep = live(names, records)
+            if keep is None:
+                consistent = False
+                break
+            out += [(folder if day == "." else folder / day) / n for n in keep]
+        if consistent:
+            return sorted(out, key=lambda o: o.key)
+    raise LakeError(f"{folder}: {RELISTS} listings in a row each caught a compaction mid-way; try again")
+
+
+def _record(store, obj: S3Location, environ: Mapping[str, str]) -> dict:
+    if obj.key not in _records:
+        data = read_bytes(obj, environ)
+        if data is None:
+            raise LakeError(f"{obj}: a merge record listed a moment ago is gone (records are never deleted)")
+        _records[obj.key] = json.loads(data)
+    return _records[obj.key]
 
 
 def read_bytes(obj: S3Location, environ: Mapping[str, str] = os.environ) -> bytes | None:

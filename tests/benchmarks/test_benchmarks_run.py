@@ -71,6 +71,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"what-if, 7 days of jobs, \+64 GPUs +{N}",
         rf"slowest callback p95 \(what-if apart\): {N} s",
     ),
+    "objectstore_flush.py": (
+        rf"flush to local lake +{N} rows/s +median {N} ms per flush",
+        rf"flush to s3 lake +{N} rows/s +median {N} ms per flush",
+        rf"ratio local/s3 {N}x",
+    ),
     "enforcer_load.py": (
         rf"sustained 100 req/s for 2 s: achieved {N} req/s .*errors 0",
         rf"the most it sustains \(unpaced, 2 s\): {N} req/s",

@@ -94,8 +94,25 @@ def main(nodes: int = 30) -> None:
             results,
         )
         table = day.to_arrow()
-        # Not measured: polars writing the 30 per-node files to s3 one after another stalled past 500 s here
-        # (tiny frames in a loop did not); see docs/design/16-object-store.md.
+        parts = [(node, part) for (node,), part in day.group_by("node", maintain_order=True)]
+
+        def per_node(base_url, **kw):
+            for node, part in parts:
+                part.write_parquet(f"{base_url}/part-{node}.parquet", **kw)
+
+        (tmp / "pn").mkdir()
+        timed(
+            f"write {len(parts)} per-node files one after another: local polars",
+            rows,
+            lambda: per_node(tmp / "pn"),
+            results,
+        )
+        timed(
+            f"write {len(parts)} per-node files one after another: polars -> s3",
+            rows,
+            lambda: per_node(f"s3://{base}/pn", storage_options=opts),
+            results,
+        )
         timed(
             "write a day of gpu_samples: pyarrow fs -> s3",
             rows,
@@ -110,7 +127,12 @@ def main(nodes: int = 30) -> None:
             lambda: pl.scan_parquet(glob_l, hive_partitioning=True).collect(),
             results,
         )
-        # Not measured: polars' scan of the 30-file glob on s3 stalled (over 60 s; one file read in 0.04 s).
+        timed(
+            f"read gpu_samples, {len(samples)} files: polars scan s3",
+            rows,
+            lambda: pl.scan_parquet(glob_s, storage_options=opts, hive_partitioning=True).collect(),
+            results,
+        )
         got = timed(
             "read gpu_samples: pyarrow dataset s3",
             rows,

@@ -59,7 +59,8 @@ def test_the_cli_and_the_config_take_an_s3_lake_and_refuse_other_schemes(cli, tm
     r = cli("sql", "--lake", "s3://lake-a/p", "SELECT 1")  # a stage not yet on object storage says so
     assert r.exit_code == 1
     assert r.output.strip().splitlines()[-1] == (
-        "Error: usage error: sql cannot use an object-store lake (s3://lake-a/p) yet; commands that can: collect"
+        "Error: usage error: sql cannot use an object-store lake (s3://lake-a/p) yet; commands that can: "
+        "collect, compact"
     )
 
 

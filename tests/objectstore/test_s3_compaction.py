@@ -1,0 +1,120 @@
+"""`gpuledger compact` on an object-store lake (gpuledger/compaction_s3.py): a closed day's objects become one, the
+open day is left alone, and a reader listing at any step of it (record written, output written, inputs deleted one
+by one, a compactor dying mid-way) reads every row once."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from gpuledger import compaction_s3, lake_url, schema
+from gpuledger.collector import sources
+from gpuledger.compaction import compact
+from gpuledger.config import SimConfig, defaults
+from gpuledger.errors import LakeError
+from gpuledger.lake import LakeWriter, scan, table_files
+from gpuledger.lake_url import live
+from gpuledger.spool import records_to_frames
+
+T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
+CLOSED, OPEN = dt.date(2026, 10, 31), dt.date(2026, 11, 1)
+
+
+def test_the_reader_rule_for_merge_records():
+    a_b = {"inputs": ["a", "b"], "output": "c1"}
+    c1_d = {"inputs": ["c1", "d"], "output": "c2"}
+    assert live({"a", "b"}, []) == {"a", "b"}
+    assert live({"a", "b"}, [a_b]) == {"a", "b"}  # record written, output not yet: the inputs
+    assert live({"a", "b", "c1"}, [a_b]) == {"c1"}  # output written, inputs not yet deleted: the output alone
+    assert live({"b", "c1"}, [a_b]) == {"c1"}  # inputs being deleted
+    assert live({"b"}, [a_b]) is None  # an input gone and no output listed: a LIST caught mid-way, list again
+    assert live({"c1", "d", "c2"}, [a_b, c1_d]) == {"c2"}  # the day merged again after a late flush
+    assert live({"c2"}, [a_b, c1_d]) == {"c2"}  # the first output is gone too, merged into the second
+    assert live({"c2"}, [{"inputs": ["a", "b"], "output": "c0"}, {"inputs": ["a", "b", "x"], "output": "c2"}]) == {
+        "c2"
+    }  # a compactor died after its record; a later merge of more files took its inputs
+
+
+def _fill(root, tmp_path) -> int:
+    """Six scrapes of a 2-node simulated fleet, each flushed as its own file: three on the closed day, three on the
+    open one. Returns the gpu_samples rows."""
+    from dataclasses import replace
+
+    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
+    src = sources.make("sim", cfg, tmp_path / "simstate", T0 - 40)
+    writer = LakeWriter(root)
+    rows = 0
+    for k, t in enumerate((T0 - 30, T0 - 20, T0 - 10, T0 + 10, T0 + 20, T0 + 30)):
+        frames = records_to_frames([(b.table, b.columns) for b in src.collect(t) if b.rows])
+        for table, df in frames.items():
+            writer.write(table, df, f"n1-{k:03d}")
+        rows += frames["gpu_samples"].height
+    return rows
+
+
+def _day(root, date: dt.date) -> list[str]:
+    return [f.name for f in table_files(root, "gpu_samples") if f"date={date}" in f.key]
+
+
+def test_compact_merges_the_closed_day_and_keeps_every_row(s3, tmp_path, cli):
+    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    rows = _fill(root, tmp_path)
+    before = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
+    assert before.height == rows and len(_day(root, CLOSED)) == 3 and len(_day(root, OPEN)) == 3
+    closed = {t: [f for f in table_files(root, t) if f"date={CLOSED}" in f.key] for t in schema.TABLES}
+    merged = {t: len(fs) for t, fs in closed.items() if len(fs) > 1}
+    assert merged["gpu_samples"] == 3
+    report = compact(root, today=OPEN, grace_days=1)
+    assert (report.files_in, report.files_out) == (sum(merged.values()), len(merged))
+    assert len(_day(root, CLOSED)) == 1 and _day(root, CLOSED)[0].startswith("part-c")
+    assert len(_day(root, OPEN)) == 3
+    after = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
+    assert after.equals(before)
+    keys = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.endswith(".json")]
+    assert sum("part~merged-" in k for k in keys) == len(merged)  # one record per merged table-day, kept
+    # The command, on today's date: 2026-11-01 is closed by now, and only it is left to merge.
+    r = cli("compact", "--lake", f"s3://{s3.bucket}/p")
+    assert r.exit_code == 0, r.output
+    assert "compacted 1 partition(s): 3 files -> 1 (24 rows)" in r.output  # gpu_samples: 3 scrapes x 8 GPUs
+    assert len(_day(root, OPEN)) == 1
+    assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)
+
+
+def _selector(bucket):
+    import pyarrow.fs as pafs
+
+    return pafs.FileSelector(bucket, recursive=True)
+
+
+def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3, tmp_path, monkeypatch):
+    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    _fill(root, tmp_path)
+    want = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
+    seen = []
+    real_delete = compaction_s3._delete
+
+    def one_by_one_then_die(store, objs):
+        for o in objs:
+            got = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
+            seen.append((o.name, got.height))
+            assert got.equals(want), f"before deleting {o.name}"
+            real_delete(store, [o])
+            if "gpu_samples" in o.key and len(seen) == 2:
+                raise LakeError("the compactor dies here")
+
+    monkeypatch.setattr(compaction_s3, "_delete", one_by_one_then_die)
+    with pytest.raises(LakeError, match="dies here"):
+        compact(root, today=OPEN, grace_days=1)
+    assert len(seen) == 2  # output written, then one input deleted: both read every row once
+    assert len(_day(root, CLOSED)) == 1  # the output alone, though two inputs are still there
+    assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
+    monkeypatch.setattr(compaction_s3, "_delete", real_delete)
+    report = compact(root, today=OPEN, grace_days=1)
+    assert report.recovered == 1  # the dead compactor's inputs deleted
+    left = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket))]
+    day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
+    assert sorted(k.removeprefix(day) for k in left if k.startswith(day) and k.endswith(".parquet")) == [
+        _day(root, CLOSED)[0]
+    ]  # the output alone: no input of the closed day is left
+    assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
