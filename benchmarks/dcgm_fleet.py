@@ -1,6 +1,7 @@
 """A central collector scraping many dcgm-exporter endpoints: time, peak memory and rows per second of a round.
 
-    python benchmarks/dcgm_fleet.py [--endpoints 1000] [--rounds 3] [--concurrency 128] [--close] [--reference]
+    python benchmarks/dcgm_fleet.py [--endpoints 1000] [--rounds 3] [--concurrency 128] [--workers 1]
+                                    [--spool DIR] [--close] [--reference]
     (--tiny: 4 endpoints, one round, so the test suite runs this script)
 
 A separate process serves `--endpoints` loopback ports, each a realistic dcgm-exporter page: 8 GPUs x 40 fields
@@ -8,7 +9,9 @@ with dcgm-exporter's real label sets (built from tests/fixtures/dcgm/l4-aws-kops
 scrape, plus a pod on half the GPUs), over keep-alive HTTP/1.1 as dcgm-exporter's Go server does (--close: a new
 connection per request). It shares the machine's cores with the collector; its CPU per round is printed apart.
 The real DcgmSource fetches, parses and turns every page into lake rows, its batches taken as the runner takes them
-(one at a time, then dropped). Baseline in the same run: a round with the reference path (prometheus_client's
+(one at a time, then dropped, or appended to a real spool with --spool: the runner's json + fdatasync per batch).
+--workers N splits the targets across N worker processes (collector/dcgm/shards.py); their CPU and peak RSS are
+counted with the collector's. Baseline in the same run: a round with the reference path (prometheus_client's
 parser, then RowBuilder) with --reference or --tiny (about 25 ms a page: 250 s a round of 10,000).
 """
 
@@ -94,20 +97,37 @@ def cpu_s(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(src, server_pids: list[int]) -> tuple[float, int, float, float]:
-    """(seconds, lake rows, collector CPU s, server CPU s) of one round, its batches taken one at a time."""
+def worker_pids(src) -> list[int]:
+    shards = getattr(src, "_shards", None)
+    return [w.proc.pid for w in shards.workers if w is not None] if shards is not None else []
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def one_round(src, server_pids: list[int], spool=None) -> tuple[float, int, float, float, float]:
+    """(seconds, lake rows, collector CPU s, server CPU s, spool append s) of one round, its batches taken one at
+    a time. Collector CPU counts the worker processes: a new worker's start (spawn, imports) falls in its round."""
     import resource
 
     def own() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
+        return r.ru_utime + r.ru_stime + cpu_s(worker_pids(src))
 
     c0, s0, t0 = own(), cpu_s(server_pids), time.perf_counter()
-    rows = 0
+    rows, spool_s = 0, 0.0
     for b in src.collect(time.time()):
         assert b.table != "health_events", b.columns["detail"][:3]
         rows += b.rows
-    return time.perf_counter() - t0, rows, own() - c0, cpu_s(server_pids) - s0
+        if spool is not None:
+            a = time.perf_counter()
+            spool.append(b.table, b.columns)
+            spool_s += time.perf_counter() - a
+    return time.perf_counter() - t0, rows, own() - c0, cpu_s(server_pids) - s0, spool_s
 
 
 def main() -> None:
@@ -115,6 +135,8 @@ def main() -> None:
     ap.add_argument("--endpoints", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument("--workers", type=int, default=1, help="worker processes the targets are split across")
+    ap.add_argument("--spool", type=Path, help="append every batch to a spool in this (empty) directory, fsynced")
     ap.add_argument("--close", action="store_true", help="the servers close the connection after each page")
     ap.add_argument("--reference", action="store_true", help="also time a round of the reference path")
     ap.add_argument("--tiny", action="store_true", help="4 endpoints, one round: checks it runs")
@@ -147,14 +169,26 @@ def main() -> None:
     samples_per_page = len(exposition.parse(page(0).decode()))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    def rounds() -> list[tuple[float, int, float, float]]:
-        src = ds.DcgmSource(Config(), urls, timeout_s=30, concurrency=a.concurrency, deadline_s=3600)
+    spool = None
+    if a.spool is not None:
+        from gpuledger.spool import Spool
+
+        spool = Spool(a.spool, "bench")
+        spool.open()
+    worker_rss: list[float] = []
+
+    def rounds(workers: int) -> list[tuple[float, int, float, float, float]]:
+        src = ds.DcgmSource(Config(), urls, timeout_s=30, concurrency=a.concurrency, deadline_s=3600, workers=workers)
         try:
-            return [one_round(src, [p.pid for p in servers]) for _ in range(a.rounds)]
+            out = [one_round(src, [p.pid for p in servers], spool) for _ in range(a.rounds)]
+            worker_rss[:] = [peak_rss_mb(pid) for pid in worker_pids(src)]
+            return out
         finally:
             src.close()
 
-    fast = rounds()
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    fast = rounds(a.workers)
+    load_after = Path("/proc/loadavg").read_text().split()[:3]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ref = []
     if a.reference or a.tiny:
@@ -162,20 +196,23 @@ def main() -> None:
         saved = PageReader.read, ds.parse
         PageReader.read, ds.parse = (lambda *args: None), exposition.parse_reference
         try:
-            ref = rounds()
+            ref = rounds(1)
         finally:
             PageReader.read, ds.parse = saved
     for p in servers:
         p.terminate()
     med = statistics.median(t for t, *_ in fast)
     rows = fast[0][1]
-    cpu = statistics.median(c for _, _, c, _ in fast)
-    srv = statistics.median(s for *_, s in fast)
+    cpu = statistics.median(c for _, _, c, _, _ in fast)
+    srv = statistics.median(s for _, _, _, s, _ in fast)
     print(
         f"central collector: {a.endpoints} dcgm-exporter endpoints x {samples_per_page} samples "
         f"(8 GPUs x {FIELDS} fields), {a.concurrency} requests in flight, "
-        f"{'a connection per request' if a.close else 'keep-alive'}, {a.rounds} rounds"
+        f"{'a connection per request' if a.close else 'keep-alive'}, {a.rounds} rounds, "
+        f"{a.workers} worker process{'es' if a.workers > 1 else ''}"
     )
+    print(f"  load average                    {' '.join(load)} before, {' '.join(load_after)} after")
+    print(f"  every round: wall, CPU          {', '.join(f'{t:.2f} s / {c:.2f} s' for t, _, c, _, _ in fast)}")
     print(f"  one round, fast parser          median {med:.2f} s   ({rows:,} lake rows per round)")
     if ref:
         print(f"  one round, reference parser     median {statistics.median(t for t, *_ in ref):.2f} s")
@@ -188,6 +225,12 @@ def main() -> None:
         f"({len(servers)} processes; all on the same {os.cpu_count()} cores)"
     )
     print(f"  peak RSS, collector process     {rss:.0f} MB ({rss0:.0f} MB before the first round)")
+    if worker_rss:
+        print(f"  peak RSS, worker processes      {', '.join(f'{r:.0f}' for r in worker_rss)} MB")
+    if spool is not None:
+        spooled = statistics.median(x for *_, x in fast)
+        print(f"  spool append (json + fdatasync) median {spooled:.2f} s a round, within the round's time")
+        spool.close()
 
 
 if __name__ == "__main__":

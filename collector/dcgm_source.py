@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import threading
 import urllib.parse
@@ -29,6 +30,7 @@ from pathlib import Path
 from gpuledger.collector.dcgm.columns import FieldColumns, PageReader
 from gpuledger.collector.dcgm.exposition import ExpositionError, parse
 from gpuledger.collector.dcgm.rows import RowBuilder
+from gpuledger.collector.dcgm.shards import ShardPool
 from gpuledger.collector.http_fetch import AsyncFetcher, FetchError, FetchTimeout, Response
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
@@ -43,6 +45,8 @@ CONCURRENCY = 128
 # gpu_fields rows per batch handed to the spool (~240 pages of 8 GPUs x 40 fields, about 10 MB of Python objects).
 CHUNK_ROWS = 50_000
 QUEUED_CHUNKS = 2
+# Targets per worker process when collector.dcgm_workers is 0: about a second of one core a round (0.3 ms a page)
+PER_WORKER = 3000
 
 
 @dataclass
@@ -76,9 +80,11 @@ class DcgmSource:
         concurrency: int = CONCURRENCY,
         deadline_s: float | None = None,
         chunk_rows: int = CHUNK_ROWS,
+        workers: int | None = None,
     ):
         if not urls:
             raise SourceError("dcgm: no URL (give --url http://node:9400/metrics or collector.dcgm_urls)")
+        self.cfg = cfg
         self.cluster = cfg.cluster
         self.interval_s = cfg.collector.interval_s
         self.timeout_s = timeout_s
@@ -95,6 +101,25 @@ class DcgmSource:
         )
         self._loop: asyncio.AbstractEventLoop | None = None  # started by the first collect, not at construction
         self._thread: threading.Thread | None = None
+        # Past one process: the targets are split across `workers` processes (dcgm/shards.py), made at first collect
+        if workers is None:
+            workers = cfg.collector.dcgm_workers or auto_workers(len(urls))
+        self.workers = max(1, min(workers, len(urls)))
+        self._shards: ShardPool | None = None
+        # In a shard's worker process: scrape errors and the deadline's shortfall go to the parent apart
+        self.apart: list[tuple[str, dict]] | None = None
+        self.left: tuple[int, int, str | None] | None = None  # (not reached, due, first not reached): last round
+
+    def shard_args(self) -> dict:
+        """What a shard's worker process builds its DcgmSource from (dcgm/shards.py), but its URLs: the same
+        limits, the requests in flight shared out."""
+        return {
+            "cfg": self.cfg,
+            "timeout_s": self.timeout_s,
+            "concurrency": -(-self.concurrency // self.workers),
+            "deadline_s": self.deadline_s,
+            "chunk_rows": self.chunk_rows,
+        }
 
     # -- one page ---------------------------------------------------------------------------------------------
 
@@ -134,7 +159,10 @@ class DcgmSource:
         wait = min(self.interval_s * 2 ** (t.failures - 1), MAX_BACKOFF_S) if t.failures > 1 else 0.0
         t.retry_at = now_s + wait
         log.warning("dcgm: %s (failure %d; next try in %.0f s)", e, t.failures, wait)
-        chunk.errors.append((place, self._event(ts_us, t.node, str(e))))
+        if self.apart is not None:
+            self.apart.append((t.url, self._event(ts_us, t.node, str(e))))
+        else:
+            chunk.errors.append((place, self._event(ts_us, t.node, str(e))))
 
     def _event(self, ts_us: int, node: str | None, detail: str) -> dict:
         return {
@@ -163,6 +191,11 @@ class DcgmSource:
     # -- one round --------------------------------------------------------------------------------------------
 
     def collect(self, now_s: float) -> Iterator[Batch]:
+        if self.workers > 1:
+            if self._shards is None:
+                self._shards = ShardPool(self, self.workers)
+            yield from self._shards.collect(self.targets, now_s)
+            return
         ts_us = int(now_s * 1e6)
         order = self.targets[self._first :] + self.targets[: self._first]
         due = [t for t in order if now_s >= t.retry_at]
@@ -194,6 +227,9 @@ class DcgmSource:
         return self._loop
 
     def close(self) -> None:
+        shards, self._shards = self._shards, None
+        if shards is not None:
+            shards.close()
         loop, self._loop = self._loop, None
         if loop is None:
             return
@@ -202,6 +238,15 @@ class DcgmSource:
         self._thread.join(timeout=5)  # type: ignore[union-attr]
         if not loop.is_running():
             loop.close()
+
+
+def auto_workers(targets: int) -> int:
+    """`collector.dcgm_workers = 0`: one process per PER_WORKER targets, at most one per core this process may use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, -(-targets // PER_WORKER)))
 
 
 def _open_files(want: int) -> int:
@@ -283,16 +328,23 @@ class _Round:
                 self._emit()
 
     def _deadline_event(self) -> None:
+        src = self.src
+        src.left = (len(self.left), len(self.due), self.left[0].url if self.left else None)
         if not self.left:
             return
-        src = self.src
         src._first = src.targets.index(self.left[0])
-        detail = (
-            f"dcgm: the round's deadline of {src.deadline_s:g} s passed before {len(self.left)} of {len(self.due)} "
-            f"targets were scraped (first {self.left[0].url}); they go first next round"
-        )
+        if src.apart is not None:
+            return  # the parent words one event for every shard
+        detail = deadline_detail(src.deadline_s, len(self.left), len(self.due), self.left[0].url)
         log.warning("%s", detail)
         self.chunk.errors.append((len(self.due), src._event(self.ts_us, None, detail)))
+
+
+def deadline_detail(deadline_s: float, left: int, due: int, first: str) -> str:
+    return (
+        f"dcgm: the round's deadline of {deadline_s:g} s passed before {left} of {due} targets were scraped "
+        f"(first {first}); they go first next round"
+    )
 
 
 def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:

@@ -189,6 +189,12 @@ class CollectorConfig:
         shown="none",
     )
     dcgm_port: str = key("", "the port of dcgm_service's endpoints to scrape, by name", shown="its only port")
+    dcgm_workers: int = key(
+        0,
+        "processes a round of source dcgm is split across (a core each); 0: one per 3,000 exporters, at most the cores",
+        ge=0,
+        why="must be 0 (one per 3,000 exporters) or a number of processes",
+    )
     prometheus_url: str = key(
         "", "Prometheus server holding DCGM series, for source prometheus (`--url` overrides)", check=URL_OR_EMPTY
     )

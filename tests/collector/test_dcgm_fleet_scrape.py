@@ -4,9 +4,12 @@ off and recovers (the clock is the `now_s` each round is given); a dead target d
 round's deadline; keep-alive connections the target closes; the rows come in bounded batches."""
 
 import asyncio
+import os
 import re
+import signal
 import socket
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 
 from gpuledger.collector.dcgm.exposition import parse_reference
 from gpuledger.collector.dcgm.rows import RowBuilder
+from gpuledger.collector.dcgm.shards import shard_of
 from gpuledger.collector.dcgm_source import DcgmSource
 from gpuledger.collector.http_fetch import AsyncFetcher, FetchError
 from gpuledger.config import CollectorConfig, Config
@@ -323,3 +327,127 @@ def test_connections_are_kept_up_to_max_idle(endpoints, max_idle, connections):
 
     asyncio.run(run())
     assert (e.hits, e.connections) == (3, connections)
+
+
+# -- the round split across worker processes (collector/dcgm/shards.py) ---------------------------------------------
+
+
+def test_two_workers_give_the_rows_of_one_process_over_rounds(endpoints):
+    pages = [p.read_bytes() for p in sorted(FIX.glob("*.prom"))] + [node_page(n) for n in range(6)] + [SLOW_PAGE]
+    eps = [endpoints(p) for p in pages]
+    urls = [e.url for e in eps]
+    assert len({shard_of(u, 2) for u in urls}) == 2  # both workers have targets
+    one, two = DcgmSource(CFG, urls, chunk_rows=500), DcgmSource(CFG, urls, chunk_rows=500, workers=2)
+    try:
+        for step in range(3):
+            if step == 1:  # an Xid appears, a node's pods go away: state kept in the worker between rounds
+                eps[11].page, eps[12].page = node_page(0, xid=79), node_page(2, pods=False)
+            if step == 2:
+                eps[0].page = eps[0].page.replace(b"} 0\n", b"} 7\n")
+            got_one, got_two = table_rows(one.collect(T + 10 * step)), table_rows(two.collect(T + 10 * step))
+            assert got_two == got_one
+            assert sum(got_two["gpu_samples"].values()) > 48
+            assert ("health_events" in got_two) == (step > 0)  # Xid 79, then the capture's Xid 7
+    finally:
+        one.close()
+        two.close()
+
+
+def test_two_workers_back_off_a_failing_target_and_word_errors_in_target_order(endpoints):
+    flaky, steady = endpoints(node_page(1)), endpoints(node_page(2))
+    flaky.fail = 3
+    dead = [refused_url() for _ in range(6)]
+    urls = [*dead[:3], flaky.url, steady.url, *dead[3:]]
+    src = DcgmSource(CFG, urls, workers=2)
+    tried = []
+    try:
+        for step in range(0, 110, 10):
+            hits = flaky.hits
+            got = list(src.collect(T + step))
+            if flaky.hits > hits:
+                tried.append(step)
+            if step == 0:  # every target failed once: one event each, in the order of the target list
+                details = [d for b in got if b.table == "health_events" for d in b.columns["detail"]]
+                assert [d.split(": ")[0] for d in details] == [*dead[:3], flaky.url, *dead[3:]]
+    finally:
+        src.close()
+    assert tried == [0, 10, 30, 70, 80, 90, 100]  # as in one process: again, then 20 s, then 40 s
+    assert (flaky.hits, steady.hits) == (7, 11)
+
+
+def test_two_workers_word_one_deadline_event(endpoints):
+    silent = [silent_port() for _ in range(4)]
+    urls = [u for _, u in silent]
+    assert len({shard_of(u, 2) for u in urls}) == 2
+    src = DcgmSource(CFG, urls, timeout_s=30, concurrency=2, deadline_s=1, workers=2)
+    try:
+        details = [d for b in src.collect(T) if b.table == "health_events" for d in b.columns["detail"]]
+    finally:
+        src.close()
+        for sock, _ in silent:
+            sock.close()
+    # Each worker (one request in flight each) waited on one silent target and reached no other before 1 s: one
+    # event per target cut short, then one for the round (not one per worker)
+    cut = [d.split(": ")[0] for d in details if d.endswith(": no answer before the round's deadline of 1 s")]
+    assert len(details) == 3 and len(cut) == 2
+    assert {shard_of(u, 2) for u in cut} == {0, 1}
+    assert details[2].startswith("dcgm: the round's deadline of 1 s passed before 2 of 4 targets were scraped")
+
+
+def test_a_killed_worker_costs_its_targets_one_round(endpoints):
+    eps = [endpoints(node_page(n)) for n in range(6)]
+    urls = [e.url for e in eps]
+    src = DcgmSource(CFG, urls, workers=2)
+    try:
+        assert len(table_rows(src.collect(T))["gpu_samples"]) == 48
+        victim = src._shards.workers[0]
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.join(10)
+        assert len(table_rows(src.collect(T + 10))["gpu_samples"]) == 48  # a new worker, before the round
+        # Killed during a round: the others' rows come, and one event names the worker
+        hold = threading.Event()
+        mine = [e for e in eps if shard_of(e.url, 2) == 1]
+        for e in mine:
+            e.hold = hold
+        got: list = []
+
+        def kill_when_held():
+            while not any(e.hits > 2 for e in mine):
+                time.sleep(0.01)
+            os.kill(src._shards.workers[1].proc.pid, signal.SIGKILL)
+            hold.set()
+
+        threading.Thread(target=kill_when_held, daemon=True).start()
+        got = list(src.collect(T + 20))
+        rows = table_rows(got)
+        assert sum(rows["gpu_samples"].values()) == 8 * (6 - len(mine))
+        (event,) = [d for b in got if b.table == "health_events" for d in b.columns["detail"]]
+        assert event.startswith("dcgm: scrape worker 2 of 2 exited (code -9) during the round")
+        assert len(table_rows(src.collect(T + 30))["gpu_samples"]) == 48
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_requests_in_flight_stay_within_concurrency(endpoints, workers):
+    # Bounded memory: at most `concurrency` pages are on their way at once (each worker gets its share)
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    eps = [endpoints(node_page(n)) for n in range(12)]
+
+    class Gate:
+        def wait(self, _timeout):
+            with lock:
+                state["now"] += 1
+                state["max"] = max(state["max"], state["now"])
+            time.sleep(0.05)  # long enough for the others to pile up, were there no bound
+            with lock:
+                state["now"] -= 1
+
+    for e in eps:
+        e.hold = Gate()
+    src = DcgmSource(CFG, [e.url for e in eps], concurrency=4, workers=workers)
+    try:
+        assert len(table_rows(src.collect(T))["gpu_samples"]) == 96
+    finally:
+        src.close()
+    assert 1 <= state["max"] <= 4
