@@ -67,8 +67,8 @@ def test_the_server_takes_more_requests_than_a_pipe_holds_and_30_file_scans(moto
     with MotoServer(moto_server.python) as srv:
         srv.create_bucket("lake-pipe")
         # a stalled server fails the test instead of hanging it
-        opts = lake_url.storage_options(os.environ | srv.env()) | {"timeout": "20s"}
-        for round_ in range(4):  # 4 x (30 writes + a 30-file scan): well past 760 requests
+        opts = lake_url.storage_options(os.environ | srv.env()) | {"timeout": "20s", "max_retries": 0}
+        for round_ in range(16):  # 16 x (30 writes + a 30-file scan): past the ~760 requests a pipe took
             for i in range(30):
                 frame.write_parquet(f"s3://lake-pipe/t/r{round_}/part-n{i}.parquet", storage_options=opts)
             got = pl.scan_parquet(f"s3://lake-pipe/t/r{round_}/*.parquet", storage_options=opts).collect()
