@@ -87,8 +87,16 @@ def _held(allocs: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
 FREE = (1000 - (pl.col("held").fill_null(0) * 1000).round()).clip(0, 1000).cast(pl.Int64)
 
 
-def telemetry_state(hourly: pl.LazyFrame, allocs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
-    """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them."""
+def telemetry_state(
+    hourly: pl.LazyFrame,
+    allocs: pl.DataFrame,
+    start: dt.datetime,
+    end: dt.datetime,
+    parents: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them.
+
+    parents: (gpu_uuid, parent_gpu_uuid) of the MIG instances, when the caller keeps them (else read from hourly)."""
     inv = (
         hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end) & pl.col("parent_gpu_uuid").is_null())
         .select("hour", "node", "gpu_uuid", pl.col("model").fill_null(UNKNOWN_MODEL))  # as fleet_hourly counts it
@@ -96,9 +104,13 @@ def telemetry_state(hourly: pl.LazyFrame, allocs: pl.DataFrame, start: dt.dateti
     )
     if inv.is_empty():
         return pl.DataFrame(schema=STATE)
-    parents = (
-        hourly.filter(pl.col("parent_gpu_uuid").is_not_null()).select("gpu_uuid", "parent_gpu_uuid").unique().collect()
-    )
+    if parents is None:
+        parents = (
+            hourly.filter(pl.col("parent_gpu_uuid").is_not_null())
+            .select("gpu_uuid", "parent_gpu_uuid")
+            .unique()
+            .collect()
+        )
     a = (
         allocs.join(parents, on="gpu_uuid", how="left")
         .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("gpu_uuid"))
@@ -181,6 +193,7 @@ def fragmentation_series(
     cluster: str = "default",
     nodes: pl.DataFrame | None = None,
     shapes: pl.DataFrame | None = None,
+    parents: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per (hour, gpu_model) in [start, end): gpus, free_gpus, fragmented_gpus, frag_rate, stranded_*.
 
@@ -188,7 +201,10 @@ def fragmentation_series(
     cluster without telemetry; allocs then need a node column). shapes: pod_shapes rows, the workload M, else
     each model's jobs. Vectorised over hours, and the FGD metric runs once per distinct node state, not per node.
     """
-    state = telemetry_state(hourly, allocs, start, end) if nodes is None else nodes_state(nodes, allocs, start, end)
+    if nodes is None:
+        state = telemetry_state(hourly, allocs, start, end, parents)
+    else:
+        state = nodes_state(nodes, allocs, start, end)
     if state.is_empty():
         return pl.DataFrame()
     free = pl.col("gpu_free_milli")

@@ -378,7 +378,8 @@ class Plan:
     counts: pl.DataFrame  # (gpu_model, gpus, n) of every job: the fragmentation metric's workload
     prev_now: dt.datetime
     from_s: float | None
-    tenant_hours: pl.DataFrame | None = None  # set by job_tables
+    tenant_hours: pl.DataFrame | None = None  # set by job_tables: GPU-hours per (tenant, hour)
+    gpus: pl.DataFrame | None = None  # set by job_tables: the model, node and parent seen on each GPU
 
     def allocations_from(self, t: dt.datetime) -> pl.DataFrame:
         """The intervals that end after t: t must be at or after the first day loaded."""
@@ -558,10 +559,11 @@ def _write_scoped(
     return len(have), (out.filter(pl.col("date").is_in(list(have))).height if have else 0)
 
 
-def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> list[tuple[str, int, int, float]]:
+def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[str, int, int, float]], Plan]:
     """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly.
 
-    Returns (table, days, rows, seconds) per table, days being the partitions recomputed."""
+    Returns (table, days, rows, seconds) per table, days being the partitions recomputed, and the plan (another
+    one, for every day, when a GPU's model, node or parent changed)."""
     t0 = time.perf_counter()
     lake = Path(lake)
     state = _State(lake)
@@ -670,9 +672,9 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> list[tuple[str, in
     state.save(
         {"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": plan.counts.sort("gpu_model", "gpus")}, meta
     )
-    plan.tenant_hours = tenant_hours
+    plan.tenant_hours, plan.gpus = tenant_hours, hourly.gpus
     log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
-    return reports
+    return reports, plan
 
 
 class _HourlyChanges:
@@ -706,7 +708,11 @@ def _write_job_stats(lake: Path, writer: LakeWriter, plan: Plan, dirty) -> tuple
     """job_stats rows of the jobs whose row can have changed: changed, still open, or with rows in a day just
     recomputed (their use and cost); the others' rows stay as written."""
     if plan.full:
-        use = use_and_cost(scan(lake, "job_hourly").collect(), scan(lake, "cost_allocation").collect())
+        # Only the columns the sums need: a year of both tables whole was GBs.
+        used = ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")
+        hours = scan(lake, "job_hourly").select(*KEY, "hour", "measured", *used)
+        cost = scan(lake, "cost_allocation").select(*KEY, "period_start", "gpu_uuid", "slice_uuid", "cost_usd")
+        use = use_and_cost(hours.collect(), cost.collect())
         out = plan.stats.join(use, on=KEY, how="left")
         return _write_scoped(lake, writer, "job_stats", out, None, KEY)
     days = sorted(dirty["job_hourly"] | dirty["cost_allocation"])

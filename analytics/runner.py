@@ -9,6 +9,7 @@ tables (WHOLE) are recomputed whole. The same input gives the same files, so re-
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import time
@@ -222,7 +223,8 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
             reports.append(RunReport(job, len(days), rows, seconds))
     if plan is not None:
-        reports += [RunReport(*r) for r in job_tables(lake, writer, plan)]
+        job_level, plan = job_tables(lake, writer, plan)
+        reports += [RunReport(*r) for r in job_level]
         for job, compute in WHOLE.items():
             t0 = time.perf_counter()
             days, rows = _run_whole(lake, writer, job, compute(lake, plan, cfg))
@@ -315,12 +317,30 @@ def _fragmentation(
     allocs = plan.allocations_from(lo).select("node", "gpu_uuid", "share", "start", "end")
     jobs = plan.workload()
     shapes = scan(lake, "pod_shapes").filter(pl.col("cluster") == cfg.cluster).collect()
-    out = fragmentation_series(hourly, allocs, jobs, lo, now, cfg.cluster, nodes, shapes)
-    if out.height:
-        out = _keep_rows_before(lake, "fragmentation", out.with_columns(pl.col("ts").dt.date().alias("date")), lo)
-        writer.write_partitions("fragmentation", out, "fragmentation")
+    # MIG instances' physical GPUs, as kept by the job-level tables (reading them from every gpu_hourly file was
+    # a pass over the whole history each run).
+    parents = plan.gpus.select("gpu_uuid", pl.col("parent_gpu_uuid")).drop_nulls("parent_gpu_uuid")
+    # A week at a time: an hour's rows depend on that hour's inventory and holds only, and a year at once held
+    # the whole year's node states (GBs).
+    rows = dates = 0
+    midnight = dt.datetime.combine(lo.date(), dt.time(), dt.timezone.utc)
+    bounds = [
+        lo,
+        *(t for k in range(1, (now - midnight).days // 7 + 2) if lo < (t := midnight + dt.timedelta(days=7 * k)) < now),
+        now,
+    ]
+    for w_lo, w_hi in itertools.pairwise(bounds):  # whole UTC days, but the first (from lo)
+        held = allocs.filter((pl.col("end") > w_lo) & (pl.col("start") < w_hi))
+        out = fragmentation_series(hourly, held, jobs, w_lo, w_hi, cfg.cluster, nodes, shapes, parents)
+        if out.height:
+            out = out.with_columns(pl.col("ts").dt.date().alias("date"))
+            if w_lo == lo:
+                out = _keep_rows_before(lake, "fragmentation", out, lo)
+            writer.write_partitions("fragmentation", out, "fragmentation")
+            rows += out.height
+            dates += out["date"].n_unique()
     write_bytes_atomic(_watermark_path(lake, "fragmentation"), json.dumps({"done_until_s": until_s}).encode())
-    return RunReport("fragmentation", out["date"].n_unique() if out.height else 0, out.height, time.perf_counter() - t0)
+    return RunReport("fragmentation", dates, rows, time.perf_counter() - t0)
 
 
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tuple[int, int]:
