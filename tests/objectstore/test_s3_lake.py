@@ -267,3 +267,20 @@ print(json.dumps([k["AccessKeyId"], k["SecretAccessKey"]]))
     r = subprocess.run([srv.python, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return tuple(json.loads(r.stdout))
+
+
+def test_pyarrow_and_polars_read_the_lake_with_the_settings_lake_url_resolves(s3):
+    """The standard AWS variables (set by the s3 fixture) reach every client through lake_url alone."""
+    import pyarrow.fs as pafs
+
+    writer = LakeWriter(f"s3://{s3.bucket}/p")
+    rows = frame_from_columns(
+        "health_events",
+        {"ts": [1_793_491_200_000_000], "cluster": ["c"], "node": ["n1"], "kind": ["xid"], "source": ["nvml"]},
+    )
+    (obj,) = writer.write("health_events", rows, "n1-1")
+    assert str(obj) == f"s3://{s3.bucket}/p/health_events/date=2026-11-01/part-n1-1.parquet"
+    info = lake_url.pyarrow_filesystem().get_file_info(f"{s3.bucket}/{obj.key}")
+    assert info.type == pafs.FileType.File and info.size > 0
+    got = pl.read_parquet(str(obj), storage_options=lake_url.storage_options())
+    assert got["node"].to_list() == ["n1"] and got["kind"].to_list() == ["xid"]
