@@ -23,6 +23,7 @@ from gpuledger.collector.metrics import CollectorMetrics
 from gpuledger.collector.source import Batch, Source
 from gpuledger.errors import GpuledgerError, SourceError, SpoolError
 from gpuledger.lake import LakeWriter
+from gpuledger.lake_url import StoreUnreachable
 from gpuledger.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -82,12 +83,31 @@ class Collector:
         self._dropped_rows = 0  # dropped in this spell of refusals (logged once when it starts and when it ends)
         self._report = ScrapeReport()
 
-    def start(self) -> int:
-        """Open the spool and replay what a previous run left in it. Returns the rows replayed."""
+    def start(self, wait_for_lake: bool = False) -> int:
+        """Open the spool and replay what a previous run left in it. Returns the rows replayed.
+
+        With `wait_for_lake` (a long-running collector), an object store that does not answer yet is logged, not
+        raised: the spool takes the scrapes, and the flushes (which write whatever a previous run left too) retry
+        with backoff until it answers. A node booting during a store outage keeps collecting. A misconfigured store
+        (bad credentials, missing bucket, no permission to write) still stops the start: it will not pass by
+        itself."""
         self.spool.lock()  # first: a spool another live process writes is left alone, and so is its lake
-        self.writer.init()
+        try:
+            self.writer.init()
+        except StoreUnreachable as e:
+            if not wait_for_lake:
+                raise
+            log.error("%s: collecting into the spool; flushes retry until the lake answers", e)
+            self.spool.open()
+            return 0
         self.spool.open()
-        rows = self.spool.replay(self.writer)
+        try:
+            rows = self.spool.replay(self.writer)
+        except StoreUnreachable as e:
+            if not wait_for_lake:
+                raise
+            log.error("%s: the spool keeps what a previous run left; flushes retry until the lake answers", e)
+            return 0
         self._report_corrupt()
         if rows:
             log.info("replayed %d spooled row(s) from a previous run", rows)

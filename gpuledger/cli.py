@@ -316,7 +316,7 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, urls, me
         print(f"ack {batch.table} {batch.rows} {ts_col[0] if ts_col else first}", flush=True)
 
     col = _build_collector(ctx, source_names or ctx.cfg.collector.sources, ack if print_acks else None, urls)
-    col.start()
+    col.start(wait_for_lake=not once)  # a running collector outlasts a store that does not answer yet
     _serve_metrics(col, ctx.cfg.collector.metrics_port if metrics_port is None else metrics_port)
     if once:
         report = col.scrape()

@@ -230,6 +230,11 @@ def object_store(loc: S3Location, environ: Mapping[str, str] = os.environ):
 
 
 # -- errors, named ------------------------------------------------------------------------------------------------
+class StoreUnreachable(LakeError):
+    """The endpoint did not answer: may pass by itself (a store restarting, a network partition), unlike bad
+    credentials, a missing bucket or a refused write."""
+
+
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
 _BAD_CREDENTIALS = {
     "InvalidAccessKeyId",
@@ -260,7 +265,7 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
         return LakeError(f"{what} {where} ({code}), while {doing}")
     low = text.lower()
     if code is None and any(s in low for s in _UNREACHABLE):
-        return LakeError(f"object store endpoint {endpoint} unreachable, while {doing} {where}")
+        return StoreUnreachable(f"object store endpoint {endpoint} unreachable, while {doing} {where}")
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return LakeError(f"object store error on {where} while {doing}: {first[:300]}")
 

@@ -20,9 +20,11 @@ from s3_server import MotoServer, free_port
 
 from gpuledger import lake_url
 from gpuledger.collector import sources
+from gpuledger.collector.runner import Collector
 from gpuledger.config import load
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, frame_from_columns, scan, table_files
+from gpuledger.lake_url import StoreUnreachable
 from gpuledger.spool import Spool
 
 TABLES = ("gpu_samples", "gpu_processes", "nodes", "health_events")
@@ -284,3 +286,53 @@ def test_pyarrow_and_polars_read_the_lake_with_the_settings_lake_url_resolves(s3
     assert info.type == pafs.FileType.File and info.size > 0
     got = pl.read_parquet(str(obj), storage_options=lake_url.storage_options())
     assert got["node"].to_list() == ["n1"] and got["kind"].to_list() == ["xid"]
+
+
+def test_a_collector_started_while_the_store_is_down_spools_and_flushes_once_it_answers(
+    moto_server, tmp_path, monkeypatch, caplog
+):
+    """A node booting during a store outage: `collect` starts all the same, spools, and its flush writes everything
+    once the store answers. `collect --once` (and a start without wait_for_lake) still fails with one line."""
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text(CONFIG)
+    batches = _sim_batches(load(cfg_path), tmp_path)
+
+    class Replay:
+        name = "replay"
+
+        def __init__(self):
+            self.left = list(batches)
+
+        def collect(self, now_s):
+            yield from self.left
+            self.left = []
+
+        def close(self):
+            pass
+
+    srv = MotoServer(moto_server.python)  # not started yet: its port refuses
+    for k, v in srv.env().items():
+        monkeypatch.setenv(k, v)
+    now = [1_793_491_260.0]
+    col = Collector(
+        [Replay()], Spool(tmp_path / "spool", "n1"), LakeWriter("s3://lake-late/p"), "c", "n1", clock=lambda: now[0]
+    )
+    with pytest.raises(StoreUnreachable, match=rf"^object store endpoint {srv.url} unreachable"):
+        LakeWriter("s3://lake-late/p").init()
+    assert col.start(wait_for_lake=True) == 0
+    assert col.scrape().rows == sum(b.rows for b in batches)
+    col.flush_logged()
+    assert "flush failed (failure 1; next try in 0 s)" in caplog.text
+    assert len(list((tmp_path / "spool").glob("seg-*.wal"))) >= 2  # the flushed-to-be segment and the open one
+    try:
+        srv.start()
+        srv.create_bucket("lake-late")
+        now[0] += 30
+        col.flush_logged()
+        assert "flush works again after 1 failure(s)" in caplog.text
+        got = scan("s3://lake-late/p", "gpu_samples").collect()
+        want = sum(b.rows for b in batches if b.table == "gpu_samples")
+        assert got.height == want and want > 0
+        col.close()
+    finally:
+        srv.stop()
