@@ -119,6 +119,7 @@ class DcgmSource:
             "concurrency": -(-self.concurrency // self.workers),
             "deadline_s": self.deadline_s,
             "chunk_rows": self.chunk_rows,
+            "workers": 1,
         }
 
     # -- one page ---------------------------------------------------------------------------------------------

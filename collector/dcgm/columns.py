@@ -19,6 +19,7 @@ path's rows: tests/collector/test_dcgm_columns.py checks both on every captured 
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from itertools import repeat
 from operator import itemgetter
 
@@ -76,20 +77,27 @@ _BASE = tuple(RowBuilder("")._new_row(GpuKey(*[None] * len(dataclasses.fields(Gp
 class _Plan:
     """How a page became rows, for the next page that differs only in its values."""
 
-    heads: list[str]  # every line up to its last space
+    # Every line up to its last space, as (count, hash of the tuple): 64 bits in place of the ~80 KB of the lines
+    # themselves (the heads of 10,000 targets' pages held 900 MB); pages of other lines that hash alike, about one
+    # in 2^64, would be read with this one's labels
+    heads: tuple[int, int]
     fixed: list[tuple[int, str]]  # lines that split with no head (an empty line, "#"): must be these again
-    samples: list[int]  # the sample lines, in page order; a sample's j is its place here
-    blanks: list[float]  # the blank threshold of sample j
+    samples: array  # the sample lines, in page order; a sample's j is its place here
+    blanks: tuple[float, ...]  # the blank threshold of sample j
     low: float  # the lowest of them
     skips: list[int]  # j of label "fields" (the driver version), checked but not rows
     ops: list[tuple[int, str, int, int, float]]  # (row, key, j, how, factor) in page order
     xids: list[tuple[int, GpuKey, int, dict]]  # (kind, GPU, j, labels)
-    field_j: list[int]  # j of each gpu_fields row
+    field_j: array  # j of each gpu_fields row
     f_node: list
     f_uuid: list
     f_field: list
     uuids: list[str]  # the gpu_samples rows, in order
     templates: list[dict]  # each row's keys before any value
+
+
+def _heads(heads: list[str]) -> tuple[int, int]:
+    return len(heads), hash(tuple(heads))
 
 
 class _PlanMaker:
@@ -126,15 +134,15 @@ class _PlanMaker:
         skips = set(self.skips)
         kept = [b for j, b in enumerate(self.blanks) if j not in skips]
         return _Plan(
-            heads=[ln.rpartition(" ")[0] for ln in lines],
+            heads=_heads(list(map(_HEAD, map(str.rpartition, lines, repeat(" ", len(lines)))))),
             fixed=self.fixed,
-            samples=self.samples,
-            blanks=self.blanks,
+            samples=array("I", self.samples),
+            blanks=tuple(self.blanks),
             low=min(kept, default=INT32_BLANK),
             skips=self.skips,
             ops=self.ops,
             xids=self.xids,
-            field_j=self.field_j,
+            field_j=array("I", self.field_j),
             f_node=list(f_node),
             f_uuid=list(f_uuid),
             f_field=list(f_field),
@@ -283,8 +291,10 @@ class PageReader:
             return None  # the reference path names the line of the duplicate series
         if not any(n.startswith(("DCGM_FI_", "DCGM_EXP_")) for ns in series.values() for n in ns):
             return None  # no DCGM series: the reference path says so (usually at the first name it looks at)
-        self._labels = kept
         self._plan = plan.done(lines, by_gpu, f_node, f_uuid, f_field)
+        # With a plan the parsed label sets are needed again only when the page's lines change (a pod comes or
+        # goes): parsing its 8 label strings again then costs less than keeping them (~25 KB a target)
+        self._labels = kept if self._plan is None else {}
         self._apply_xids(xids, ts_us, events)
         fields.node += f_node
         fields.gpu_uuid += f_uuid
@@ -307,7 +317,7 @@ class PageReader:
         plan = self._plan
         lines = text.split("\n")
         parts = list(map(str.rpartition, lines, repeat(" ", len(lines))))
-        if list(map(_HEAD, parts)) != plan.heads:
+        if _heads(list(map(_HEAD, parts))) != plan.heads:
             return None
         for i, line in plan.fixed:
             if lines[i] != line:

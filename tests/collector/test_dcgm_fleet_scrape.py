@@ -353,6 +353,19 @@ def test_two_workers_give_the_rows_of_one_process_over_rounds(endpoints):
         two.close()
 
 
+def test_dcgm_workers_from_the_config(endpoints):
+    # The workers are built from the same config: they must not split their share again
+    eps = [endpoints(node_page(n)) for n in range(4)]
+    cfg = Config(collector=CollectorConfig(interval_s=10, dcgm_workers=2))
+    src = DcgmSource(cfg, [e.url for e in eps])
+    try:
+        assert src.workers == 2
+        got = table_rows(src.collect(T))
+    finally:
+        src.close()
+    assert "health_events" not in got and len(got["gpu_samples"]) == 32
+
+
 def test_two_workers_back_off_a_failing_target_and_word_errors_in_target_order(endpoints):
     flaky, steady = endpoints(node_page(1)), endpoints(node_page(2))
     flaky.fail = 3
