@@ -25,7 +25,8 @@ What is dirty (state under `<lake>/_state/analytics/incremental/`, written after
 - with a waste window of W hours, a job-hour's waste depends on W - 1 hours either side: neighbouring days too.
 A lake without this state (new, or written by a version before it), a state of another version, jobs files
 removed, or a change of the settings the tables depend on (rates, cost method, idle policy, waste rule, energy
-price, cluster) recomputes every day once and says so.
+price) recomputes every day once and says so. The config's `cluster` is not one of them: a run computes every
+cluster of the lake, each keyed by its `cluster` column, so analysing with another cluster's config changes nothing.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from gpuledger.lake import LakeWriter, scan
 from gpuledger.lake_lock import publishing
 
 log = logging.getLogger(__name__)
-STATE_VERSION = 2  # 2: the jobs' newest rows kept (job_state.py); no whole allocs/queue/use frames
+STATE_VERSION = 3  # 2: the jobs' newest rows kept (job_state.py); 3: tenant_hours and counts per cluster
 PER_DAY = ("job_hourly", "cost_allocation", "cost_daily", "queue_depth", "fleet_hourly")
 DAY = dt.timedelta(days=1)
 UTC = dt.timezone.utc
@@ -67,6 +68,7 @@ UTC = dt.timezone.utc
 _ALLOC_KEY = ["cluster", "job_id", "tenant", "namespace", "pod", "node", "gpu_model", "gpu_uuid", "share", "start"]
 _QUEUE = ["cluster", "job_id", "gpu_model", "gpus", "submitted_at", "left_at"]
 _ALLOC_SORT = ["start", "cluster", "job_id", "gpu_uuid"]
+CHUNK_DAYS = 31  # per-day tables computed and written this many days at a time
 
 
 def _midnight(d: dt.date) -> dt.datetime:
@@ -94,7 +96,7 @@ def config_digest(cfg: Config) -> str:
     """The settings a job-level row depends on; another value recomputes every day."""
     a = cfg.analytics
     rates = sorted((r.gpu_model, r.usd_per_gpu_hour, r.effective_from.isoformat()) for r in cfg.rates)
-    key = (STATE_VERSION, cfg.cluster, rates, a.cost_method, a.idle_policy, a.platform_tenant, a.usd_per_kwh)
+    key = (STATE_VERSION, rates, a.cost_method, a.idle_policy, a.platform_tenant, a.usd_per_kwh)
     key += (a.waste_threshold_pct, a.waste_window_h)
     return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
@@ -208,13 +210,15 @@ class _Day:
         return out.filter((pl.col("hour") >= _lit(self.lo)) & (pl.col("hour") < _lit(self.hi))).collect()
 
     def tenant_hours(self) -> pl.DataFrame:
-        """GPU-hours held per (tenant, hour) up to now: the fair-share usage's input (analytics/decisions.py)."""
+        """GPU-hours held per (cluster, tenant, hour) up to now: fair-share usage's input (analytics/decisions.py)."""
         end = min(self.hi, self.now)
         if end <= self.lo:
             return pl.DataFrame()
         held = allocation_hours(_overlapping(self.allocs, self.lo, end, clip=True).lazy())
         # An exact sum: the same hour summed in another run, with other jobs beside it, gives the same bits.
-        return held.group_by("tenant", "hour").agg(exact_sum(pl.col("gpu_hours")).alias("gpu_hours")).collect()
+        return (
+            held.group_by("cluster", "tenant", "hour").agg(exact_sum(pl.col("gpu_hours")).alias("gpu_hours")).collect()
+        )
 
     def cost_allocation(self) -> pl.DataFrame:
         end = min(self.hi, self.now)
@@ -248,10 +252,10 @@ class _Day:
             return pl.DataFrame()
         left = pl.coalesce("scheduled_at", "finished_at")
         waiting = self.stats.filter((pl.col("submitted_at") < _lit(hi)) & (left.is_null() | (left > _lit(lo)))).sort(
-            "submitted_at", "job_id"
+            "submitted_at", "cluster", "job_id"
         )
-        out = queue_depth(waiting.lazy(), lo, hi, "5m").with_columns(pl.lit(self.cfg.cluster).alias("cluster"))
-        return out.collect()
+        # Per cluster: each cluster's queue is its own (the lake holds every cluster's jobs).
+        return queue_depth(waiting.lazy(), lo, hi, "5m", by=("cluster", "gpu_model")).collect()
 
     def fleet_hourly(self, queue: pl.DataFrame) -> pl.DataFrame:
         if queue.is_empty():
@@ -319,7 +323,8 @@ def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
         frames[table] = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
     hours = frames.pop("tenant_hours")
     if hours.is_empty():
-        hours = pl.DataFrame(schema={"tenant": pl.String, "hour": pl.Datetime("us", "UTC"), "gpu_hours": pl.Float64})
+        cols = {"cluster": pl.String, "tenant": pl.String, "hour": pl.Datetime("us", "UTC"), "gpu_hours": pl.Float64}
+        hours = pl.DataFrame(schema=cols)
     return frames, seconds, unpriced, hours
 
 
@@ -375,10 +380,10 @@ class Plan:
     after: pl.DataFrame  # ... and after
     lmax_s: float
     first_submitted: dt.datetime | None
-    counts: pl.DataFrame  # (gpu_model, gpus, n) of every job: the fragmentation metric's workload
+    counts: pl.DataFrame  # (cluster, gpu_model, gpus, n) of every job: the fragmentation metric's workload
     prev_now: dt.datetime
     from_s: float | None
-    tenant_hours: pl.DataFrame | None = None  # set by job_tables: GPU-hours per (tenant, hour)
+    tenant_hours: pl.DataFrame | None = None  # set by job_tables: GPU-hours per (cluster, tenant, hour)
     gpus: pl.DataFrame | None = None  # set by job_tables: the model, node and parent seen on each GPU
 
     def allocations_from(self, t: dt.datetime) -> pl.DataFrame:
@@ -388,8 +393,13 @@ class Plan:
         return self.allocs.filter(pl.col("end") > _lit(t))
 
     def workload(self) -> pl.DataFrame:
-        """One row (gpu_model, gpus) per job ever seen."""
-        return self.counts.select(pl.col("gpu_model", "gpus").repeat_by("n")).explode("gpu_model", "gpus")
+        """One row (cluster, gpu_model, gpus) per job ever seen."""
+        cols = ("cluster", "gpu_model", "gpus")
+        return self.counts.select(pl.col(cols).repeat_by("n")).explode(cols)
+
+    def clusters(self) -> list[str]:
+        """Every cluster with a job in the lake: the clusters the whole-table jobs compute."""
+        return sorted(self.counts["cluster"].drop_nulls().unique().to_list())
 
 
 def _spans(rows: pl.DataFrame, now: dt.datetime) -> set[dt.date]:
@@ -500,14 +510,14 @@ def prepare(
 
 
 def _counts(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.group_by("gpu_model", "gpus").agg(pl.len().cast(pl.Int64).alias("n"))
+    return rows.group_by("cluster", "gpu_model", "gpus").agg(pl.len().cast(pl.Int64).alias("n"))
 
 
 def _add_counts(prev: pl.DataFrame, after: pl.DataFrame, before: pl.DataFrame) -> pl.DataFrame:
     minus = _counts(before).with_columns(-pl.col("n"))
     out = (
         pl.concat([prev, _counts(after), minus], how="vertical_relaxed")
-        .group_by("gpu_model", "gpus")
+        .group_by("cluster", "gpu_model", "gpus")
         .agg(pl.col("n").sum())
     )
     return out.filter(pl.col("n") != 0)
@@ -633,7 +643,25 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     days_w, rows_w = _write_scoped(lake, writer, "gpu_allocations", in_scope, write_scope, _ALLOC_SORT)
     reports.append(("gpu_allocations", days_w, rows_w, time.perf_counter() - mark))
 
-    outs, seconds, unpriced, hours = _per_day(lake, dirty, plan.allocs, plan.stats, hourly.gpus, now, cfg, first_tick)
+    if full:  # days an earlier version wrote that have no rows now
+        for table in PER_DAY:
+            on_disk = Path(lake, table).glob(schema.table(table).file_glob)
+            dirty[table] = dirty[table] | {stamp_day(str(p.relative_to(lake))) for p in on_disk}
+    # A month of days at a time: a year's rows of every table at once held GBs (a first run).
+    days = sorted(set().union(*dirty.values()))
+    rows, seconds, unpriced, hours = dict.fromkeys(PER_DAY, 0), dict.fromkeys(PER_DAY, 0.0), set(), []
+    for k in range(0, len(days), CHUNK_DAYS):
+        chunk = set(days[k : k + CHUNK_DAYS])
+        sub = {t: dirty[t] & chunk for t in PER_DAY}
+        outs, secs, unp, hrs = _per_day(lake, sub, plan.allocs, plan.stats, hourly.gpus, now, cfg, first_tick)
+        unpriced |= unp
+        hours.append(hrs)
+        for table in PER_DAY:
+            mark = time.perf_counter()
+            _replace_days(lake, writer, table, sub[table], outs[table])
+            rows[table] += outs[table].height
+            seconds[table] += secs[table] + time.perf_counter() - mark
+    hours = pl.concat(hours, how="vertical_relaxed")
     if unpriced:
         log.warning(
             "cost: no rate in effect for all or part of the time of GPU model(s) %s (no [[rates]] entry, or time "
@@ -641,14 +669,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
             ", ".join(sorted(unpriced)),
         )
     for table in PER_DAY:
-        mark = time.perf_counter()
-        t = schema.table(table)
-        if full:  # days an earlier version wrote that have no rows now
-            dirty[table] = dirty[table] | {
-                stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)
-            }
-        _replace_days(lake, writer, table, dirty[table], outs[table])
-        reports.append((table, len(dirty[table]), outs[table].height, seconds[table] + time.perf_counter() - mark))
+        reports.append((table, len(dirty[table]), rows[table], seconds[table]))
         if table == "cost_daily":  # job_stats reads job_hourly and cost_allocation as just written
             mark = time.perf_counter()
             reports.append(("job_stats", *_write_job_stats(lake, writer, plan, dirty), time.perf_counter() - mark))
@@ -657,7 +678,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
         redone = sorted(dirty["job_hourly"])
         prev_hours = prev_hours.filter(~pl.col("hour").dt.date().is_in(redone))
     tenant_hours = pl.concat([f for f in (prev_hours, hours) if f is not None and f.height] or [hours]).sort(
-        "tenant", "hour"
+        "cluster", "tenant", "hour"
     )
     plan.store.save()
     meta = {
@@ -669,9 +690,8 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
         "lmax_s": plan.lmax_s,
         "first_submitted_s": None if plan.first_submitted is None else plan.first_submitted.timestamp(),
     }
-    state.save(
-        {"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": plan.counts.sort("gpu_model", "gpus")}, meta
-    )
+    counts = plan.counts.sort("cluster", "gpu_model", "gpus")
+    state.save({"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": counts}, meta)
     plan.tenant_hours, plan.gpus = tenant_hours, hourly.gpus
     log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
     return reports, plan
