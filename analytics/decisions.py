@@ -27,11 +27,18 @@ ANY = "*"
 
 def known_models(lake: Path) -> list[str]:
     """The GPU models the lake knows: its nodes' inventory, its telemetry's rollups and its allocations."""
-    found: set[str] = set()
+    return sorted(set().union(*models_by_cluster(lake).values()))
+
+
+def models_by_cluster(lake: Path) -> dict[str, list[str]]:
+    """`known_models` of each cluster: a cluster's decision rows name the models it has, not another cluster's."""
+    found: dict[str, set[str]] = {}
     for table, column in (("nodes", "gpu_model"), ("gpu_hourly", "model"), ("gpu_allocations", "gpu_model")):
         if has_data(lake, table):
-            found.update(scan(lake, table).select(pl.col(column).drop_nulls().unique()).collect()[column])
-    return sorted(found)
+            pairs = scan(lake, table).select("cluster", column).drop_nulls(column).unique().collect()
+            for cluster, model in pairs.iter_rows():
+                found.setdefault(cluster, set()).add(model)
+    return {c: sorted(m) for c, m in found.items()}
 
 
 def checked_models(lake: Path, cfg: Config) -> list[str]:

@@ -64,5 +64,5 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
             "demand_gpus",
             "energy_kwh",
         )
-        .sort("hour", "gpu_model")
+        .sort("hour", "cluster", "gpu_model")
     )

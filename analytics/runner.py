@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
-from gpuledger.analytics.decisions import checked_models, decayed_usage, decisions
+from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cluster
 from gpuledger.analytics.forecast import daily_demand, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
@@ -27,7 +27,7 @@ from gpuledger.analytics.incremental import Plan, job_tables, prepare
 from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
-from gpuledger.config import Config, defaults
+from gpuledger.config import Config, check_quota_models, defaults
 from gpuledger.lake import LakeWriter, has_data, scan
 from gpuledger.lake_lock import publishing, rewriting
 
@@ -43,17 +43,20 @@ def _lit(t: dt.datetime) -> pl.Expr:
     return pl.lit(t).dt.cast_time_unit("us")
 
 
-def _tenants(now: dt.datetime, cfg: Config) -> pl.LazyFrame:
-    """The config's tenants, so SQL (chargeback against budgets) can read them from the lake like everything else."""
+def _tenants(now: dt.datetime, cfg: Config, clusters: list[str]) -> pl.LazyFrame:
+    """The config's tenants, so SQL (chargeback against budgets) can read them from the lake like everything else:
+    one row per (cluster, tenant) for every cluster of the lake, as the views join them to each cluster's cost.
+    A budget is the tenant's across clusters (docs/finops.md); each cluster's row repeats it."""
+    ts = [(c, t) for c in clusters for t in cfg.tenants]
     return pl.LazyFrame(
         {
-            "computed_at": [now] * len(cfg.tenants),
-            "cluster": [cfg.cluster] * len(cfg.tenants),
-            "tenant": [t.name for t in cfg.tenants],
-            "namespaces": [list(t.namespaces) for t in cfg.tenants],
-            "weight": [t.weight for t in cfg.tenants],
-            "budget_usd_per_month": [t.budget_usd_per_month for t in cfg.tenants],
-            "budget_gpu_hours_per_month": [t.budget_gpu_hours_per_month for t in cfg.tenants],
+            "computed_at": [now] * len(ts),
+            "cluster": [c for c, _ in ts],
+            "tenant": [t.name for _, t in ts],
+            "namespaces": [list(t.namespaces) for _, t in ts],
+            "weight": [t.weight for _, t in ts],
+            "budget_usd_per_month": [t.budget_usd_per_month for _, t in ts],
+            "budget_gpu_hours_per_month": [t.budget_gpu_hours_per_month for _, t in ts],
         },
         schema=schema.table("tenants").file_schema,
     )
@@ -86,14 +89,16 @@ def _idle_holds(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
 
 
 def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
+    """Each cluster's rows, for its own webhook: GPUs held, quotas, fair share and idle GPUs are the cluster's own
+    (its webhook admits its own Pods); the month's spending against a budget is the tenant's across clusters."""
     a = cfg.analytics
     tenants = cfg.tenants
     now = plan.now
-    open_now = plan.allocs.filter(pl.col("open")).select("tenant", "gpu_model", "share")
+    open_now = plan.allocs.filter(pl.col("open")).select("cluster", "tenant", "gpu_model", "share")
     month = dt.datetime(now.year, now.month, 1, tzinfo=dt.timezone.utc)
     cost = scan(lake, "cost_daily").filter(pl.col("day_start") >= month)
     spent = (
-        cost.group_by("tenant")
+        cost.group_by("tenant")  # every cluster's cost: a budget is money, the tenant's wherever it ran
         .agg(
             (pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).sum().alias("usd"),
             pl.col("gpu_hours").fill_null(0).sum().alias("gpu_h"),
@@ -103,26 +108,37 @@ def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
     )
     # From GPU-hours per (tenant, hour), kept from run to run (analytics/incremental.py): every GPU-hour ever held
     # was a row here (8.8M a year of 1,000 GPUs); the hours are a few per tenant and hour.
-    usage = decayed_usage(plan.tenant_hours.lazy(), now, a.fairshare_half_life_h).collect()
+    hours = plan.tenant_hours
     # Idle now, from the idle_holds written just before this table: GPUs idle through the last waste window.
     idle = (
         scan(lake, "idle_holds")
         .filter(pl.col("idle_s") >= a.waste_window_h * 3600)
-        .group_by("tenant", "gpu_model")
+        .group_by("cluster", "tenant", "gpu_model")
         .agg(pl.col("share").sum().alias("idle_gpus"))
         .collect()
     )
     known = {t.name for t in tenants}
-    d = decisions(
-        open_now.filter(pl.col("tenant").is_in(known)),
-        spent,
-        usage.filter(pl.col("tenant").is_in(known)),
-        idle,
-        tenants,
-        now,
-        checked_models(lake, cfg),  # a quota key naming no GPU model of the lake is a ConfigError here
-    )
-    return d.lazy().with_columns(pl.lit(cfg.cluster).alias("cluster"))
+    models = models_by_cluster(lake)
+    # A quota key naming no GPU model of any cluster is a ConfigError here (as `checked_models` says it).
+    check_quota_models(cfg, sorted(set().union(*models.values())))
+    out = []
+    for c in plan.clusters():
+        mine = pl.col("cluster") == c
+        usage = decayed_usage(hours.lazy().filter(mine), now, a.fairshare_half_life_h).collect()
+        d = decisions(
+            open_now.filter(mine & pl.col("tenant").is_in(known)),
+            spent,
+            usage.filter(pl.col("tenant").is_in(known)),
+            idle.filter(mine),
+            tenants,
+            now,
+            models.get(c, []),
+        )
+        if d.height:
+            out.append(d.with_columns(pl.lit(c).alias("cluster")))
+    if not out:
+        return pl.LazyFrame(schema=schema.table("decisions").file_schema)
+    return pl.concat(out, how="vertical_relaxed").lazy()
 
 
 # Recomputed whole each run after the job-level tables (analytics/incremental.py), in this order (demand_forecast
@@ -131,7 +147,7 @@ WHOLE = {
     "demand_forecast": lambda lake, plan, cfg: _demand_forecast(lake, plan.now),
     "idle_holds": _idle_holds,
     "decisions": _decisions,
-    "tenants": lambda lake, plan, cfg: _tenants(plan.now, cfg),
+    "tenants": lambda lake, plan, cfg: _tenants(plan.now, cfg, plan.clusters()),
 }
 
 
@@ -298,15 +314,25 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
 def _fragmentation(
     lake: Path, writer: LakeWriter, plan: Plan, cfg: Config, from_s: float | None = None
 ) -> RunReport | None:
-    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back)."""
+    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back).
+
+    Each cluster of the lake on its own: its GPUs, its allocations and its jobs' requests (node names repeat across
+    clusters, and a cluster's jobs cannot use another's free GPUs)."""
     t0 = time.perf_counter()
     hourly = scan(lake, "gpu_hourly")
-    # A cluster without telemetry (an imported trace) takes its inventory from the nodes table.
-    nodes = None if has_data(lake, "gpu_hourly") else latest_nodes(scan(lake, "nodes"), cfg.cluster)
+    # A lake without telemetry (an imported trace) takes each cluster's inventory from the nodes table.
+    nodes = None
+    if not has_data(lake, "gpu_hourly"):
+        listed = scan(lake, "nodes").select(pl.col("cluster").unique()).collect()["cluster"].sort().to_list()
+        nodes = {c: latest_nodes(scan(lake, "nodes"), c) for c in listed}
     wm = watermark(lake, "fragmentation")
     start_s = from_s if from_s is not None else None if wm is None else wm - LOOKBACK_S
     if start_s is None:
-        first = hourly.select(pl.col("hour").min()).collect().item() if nodes is None else nodes["first_seen"].min()
+        first = (
+            hourly.select(pl.col("hour").min()).collect().item()
+            if nodes is None
+            else min((n["first_seen"].min() for n in nodes.values() if n.height), default=None)
+        )
         if first is None:
             return None
         lo = first
@@ -314,9 +340,14 @@ def _fragmentation(
         lo = dt.datetime.fromtimestamp(start_s - start_s % 3600, dt.timezone.utc)
     now, until_s = plan.now, plan.now.timestamp()
     # The intervals of [lo, now), and every job's request: the workload whose fit the metric measures.
-    allocs = plan.allocations_from(lo).select("node", "gpu_uuid", "share", "start", "end")
+    allocs = plan.allocations_from(lo).select("cluster", "node", "gpu_uuid", "share", "start", "end")
     jobs = plan.workload()
-    shapes = scan(lake, "pod_shapes").filter(pl.col("cluster") == cfg.cluster).collect()
+    shapes = scan(lake, "pod_shapes").collect()
+    if nodes is None:  # the clusters that reported since lo, and those with jobs (a cluster gone quiet: no rows)
+        seen = hourly.filter(pl.col("date") >= lo.date()).select(pl.col("cluster").unique()).collect()["cluster"]
+        clusters = sorted(set(seen.to_list()) | set(plan.clusters()))
+    else:
+        clusters = sorted(nodes)
     # MIG instances' physical GPUs, as kept by the job-level tables (reading them from every gpu_hourly file was
     # a pass over the whole history each run).
     parents = plan.gpus.select("gpu_uuid", pl.col("parent_gpu_uuid")).drop_nulls("parent_gpu_uuid")
@@ -331,7 +362,24 @@ def _fragmentation(
     ]
     for w_lo, w_hi in itertools.pairwise(bounds):  # whole UTC days, but the first (from lo)
         held = allocs.filter((pl.col("end") > w_lo) & (pl.col("start") < w_hi))
-        out = fragmentation_series(hourly, held, jobs, w_lo, w_hi, cfg.cluster, nodes, shapes, parents)
+        outs = []
+        for c in clusters:
+            mine = pl.col("cluster") == c
+            outs.append(
+                fragmentation_series(
+                    hourly.filter(mine),
+                    held.filter(mine),
+                    jobs.filter(mine),
+                    w_lo,
+                    w_hi,
+                    c,
+                    None if nodes is None else nodes[c],
+                    shapes.filter(mine),
+                    parents,
+                )
+            )
+        outs = [o for o in outs if o.height]
+        out = pl.concat(outs).sort("ts", "cluster", "gpu_model") if outs else pl.DataFrame()
         if out.height:
             out = out.with_columns(pl.col("ts").dt.date().alias("date"))
             if w_lo == lo:

@@ -52,7 +52,7 @@ def job_hourly(
     wasted = (
         idle_allocated(allocs, hourly, threshold_pct, window_h)
         .filter(pl.col("wasted"))
-        .group_by("job_id", "hour")
+        .group_by("cluster", "job_id", "hour")
         .agg(exact_sum(pl.col("gpu_hours")).alias("idle_gpu_hours"))
     )
     # Joins keep the left order: each group's floats are then added in one order, run after run (identical output).
@@ -70,10 +70,10 @@ def job_hourly(
             pl.col("mem_used_bytes_max").max(),
             pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),
         )
-        .join(wasted, on=["job_id", "hour"], how="left")
+        .join(wasted, on=["cluster", "job_id", "hour"], how="left")  # job ids repeat across clusters
         .with_columns(pl.col("idle_gpu_hours").fill_null(0.0))
         .select("cluster", "hour", "node", "tenant", "job_id", "gpu_model", pl.exclude(_GROUP))
-        .sort("hour", "job_id")
+        .sort("hour", "cluster", "job_id")
     )
 
 
@@ -89,7 +89,7 @@ def job_5min(allocs: pl.LazyFrame, five_min: pl.LazyFrame) -> pl.LazyFrame:
         h.group_by("cluster", "job_id", "bucket_start")
         .agg(*_job_attrs(), *_gpu_hour_aggs())
         .select("cluster", "bucket_start", "node", "tenant", "job_id", "gpu_model", pl.exclude(_GROUP, "bucket_start"))
-        .sort("bucket_start", "job_id")
+        .sort("bucket_start", "cluster", "job_id")
     )
 
 

@@ -53,16 +53,12 @@ def idle_allocated(
     )
     # No telemetry for an hour is not evidence of idleness: it is neither idle nor busy (and never waste).
     idle = (pl.col("util_gpu_pct_mean") < threshold_pct).fill_null(False)
-    run_id = (
-        (idle != idle.shift(1).over("job_id", "gpu_uuid", order_by="hour"))
-        .fill_null(True)
-        .cum_sum()
-        .over("job_id", "gpu_uuid", order_by="hour")
-    )
+    run = ("cluster", "job_id", "gpu_uuid")  # a job is (cluster, job_id): ids repeat across clusters
+    run_id = (idle != idle.shift(1).over(run, order_by="hour")).fill_null(True).cum_sum().over(run, order_by="hour")
     return (
         h.with_columns(idle.alias("idle"))
         .with_columns(run_id.alias("_run"))
-        .with_columns(pl.len().over("job_id", "gpu_uuid", "_run").alias("_run_len"))
+        .with_columns(pl.len().over(*run, "_run").alias("_run_len"))
         .with_columns((pl.col("idle") & (pl.col("_run_len") >= window_h)).alias("wasted"))
         .drop("_run", "_run_len")
     )
@@ -85,13 +81,13 @@ def top_offenders(idle_hours: pl.LazyFrame, n: int = 10) -> pl.LazyFrame:
     """The jobs holding the most idle GPU-hours, with their tenant and how long their longest idle run was."""
     return (
         idle_hours.filter(pl.col("wasted"))
-        .group_by("job_id", "tenant", "namespace", "pod")
+        .group_by("cluster", "job_id", "tenant", "namespace", "pod")
         .agg(
             pl.col("gpu_hours").sum().alias("idle_gpu_hours"),
             pl.col("gpu_uuid").n_unique().alias("gpus"),
             pl.col("hour").min().alias("idle_since"),
         )
-        .sort("idle_gpu_hours", "job_id", descending=[True, False])
+        .sort("idle_gpu_hours", "cluster", "job_id", descending=[True, False, False])
         .head(n)
     )
 
@@ -107,7 +103,7 @@ def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: f
     now_lit = pl.lit(now).dt.cast_time_unit("us")
     last = now_lit.dt.truncate("1h") - pl.duration(hours=1)
     h = idle_allocated(open_allocs, hourly, threshold_pct, 1)
-    key = ("job_id", "gpu_uuid")
+    key = ("cluster", "job_id", "gpu_uuid")
     done = h.filter(pl.col("hour") <= last)
     # The last hour that was not idle (busy or unobserved) before the run; none when idle since the start.
     broke = done.filter(~pl.col("idle")).group_by(key).agg(pl.col("hour").max().alias("_broke"))
@@ -122,7 +118,7 @@ def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: f
         .agg(
             pl.col("hour").max().alias("_last"),
             pl.max_horizontal(pl.col("hour").min(), pl.col("start").min()).alias("idle_since"),
-            *(pl.col(c).first() for c in ("cluster", "tenant", "gpu_model", "namespace", "pod", "node", "share")),
+            *(pl.col(c).first() for c in ("tenant", "gpu_model", "namespace", "pod", "node", "share")),
         )
         .filter(pl.col("_last") == last)
         .join(busy_now, on=key, how="anti")
@@ -140,4 +136,4 @@ def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: f
         "share",
         "idle_since",
         ((last + pl.duration(hours=1) - pl.col("idle_since")).dt.total_microseconds() / 1e6).alias("idle_s"),
-    ).sort("tenant", "idle_since", "job_id", "gpu_uuid")
+    ).sort("cluster", "tenant", "idle_since", "job_id", "gpu_uuid")

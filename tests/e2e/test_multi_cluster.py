@@ -3,23 +3,23 @@
 Two simulated fleets, `eu-1` (seed 7, 3 nodes) and `us-1` (seed 8, 2 nodes), are written by `gpuledger simulate`
 with a config each into one lake, and each alone into a lake of its own (the reference). Every us-1 job then takes
 the id of an eu-1 job (the simulator hashes the cluster into its ids, so they would not collide by themselves; two
-clusters' schedulers can well hand out the same id). `gpuledger analyze` runs once per cluster config on the shared
-lake, as each cluster's analytics would. Then, for every lake table and every sql/ view, the shared lake's rows of a
-cluster must be the rows of that cluster's own lake: nothing lost, nothing added from the other cluster.
-
-A table (or view over it) that mixes the clusters today is marked xfail(strict=True) with what is wrong, for the
-analytics to fix: when it is fixed, the strict xfail fails and the mark comes off.
+clusters' schedulers can well hand out the same id). `gpuledger analyze` runs once on the shared lake (with eu-1's
+config: one analytics for the whole lake computes every cluster in it), and once more with us-1's config, which must
+change nothing. Then, for every lake table and every sql/ view, the shared lake's rows of a cluster must be the rows
+of that cluster's own lake: nothing lost, nothing added from the other cluster. The one exception is by design: a
+tenant's budget is spent across clusters, so `decisions`' spending columns sum both clusters' cost.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import polars as pl
 import pytest
 from focus_rules import check_focus
-from polars.testing import assert_frame_equal
+from polars.testing import assert_frame_equal, assert_series_equal
 
 from gpuledger import schema
 from gpuledger.lake import has_data
@@ -60,8 +60,10 @@ def _rename_jobs(lake: Path, cluster: str, ids: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def lakes(tmp_path_factory) -> dict[str, Path]:
-    """{"eu-1": its own lake, "us-1": its own lake, "both": the shared one}, each analysed per cluster config."""
+def analysed(tmp_path_factory) -> tuple[dict[str, Path], list[str], list[str]]:
+    """({"eu-1": its own lake, "us-1": its own lake, "both": the shared one}, each analysed once; the shared lake's
+    table files that analysing it again with the other cluster's config changed; what that run and the next, with
+    the same config, each recomputed)."""
     from click.testing import CliRunner
 
     from gpuledger.cli import main
@@ -81,12 +83,44 @@ def lakes(tmp_path_factory) -> dict[str, Path]:
     collide = dict(zip(_first_seen_ids(out["us-1"]), _first_seen_ids(out["eu-1"]), strict=False))
     for lake in (out["us-1"], out["both"]):
         _rename_jobs(lake, "us-1", collide)
-    for c in CLUSTERS:
-        for lake in (out[c], out["both"]):
-            r = cli("analyze", "--lake", lake, "--config", configs[c], "--to", END_ISO)
-            assert r.exit_code == 0, r.output
-            assert "claimed by two machines" not in r.output  # node names repeat across clusters, not within one
+    for lake, c in ((out["eu-1"], "eu-1"), (out["us-1"], "us-1"), (out["both"], "eu-1")):
+        r = cli("analyze", "--lake", lake, "--config", configs[c], "--to", END_ISO)
+        assert r.exit_code == 0, r.output
+        assert "claimed by two machines" not in r.output  # node names repeat across clusters, not within one
+    first = _table_files(out["both"])
+    # The other cluster's config, twice: the first must do no more than a re-run (the second) does.
+    again = [cli("analyze", "--lake", out["both"], "--config", configs["us-1"], "--to", END_ISO) for _ in range(2)]
+    assert [r.exit_code for r in again] == [0, 0], again[0].output + again[1].output
+    work = [re.sub(r" in [0-9.]+ s$", "", r.output, flags=re.M) for r in again]
+    after = _table_files(out["both"])
+    changed = [
+        f for f in first.keys() | after.keys() if f not in first or f not in after or not first[f].equals(after[f])
+    ]
+    return out, sorted(changed), work
+
+
+@pytest.fixture(scope="module")
+def lakes(analysed) -> dict[str, Path]:
+    return analysed[0]
+
+
+def _table_files(lake: Path) -> dict[str, pl.DataFrame]:
+    """Every table's files and their rows, sorted (a re-run may write a day's rows in another order)."""
+    out = {}
+    for t in schema.TABLES:
+        for f in sorted((lake / t).rglob("*.parquet")) if (lake / t).is_dir() else []:
+            rows = pl.read_parquet(f)
+            out[str(f.relative_to(lake))] = rows.sort(_sortable(rows), nulls_last=True)
     return out
+
+
+def test_analysing_again_with_the_other_clusters_config_changes_nothing(analysed):
+    """One analysis computes every cluster of the lake; the config's `cluster` names none of its rows, and costs
+    no more than a re-run (a recomputation of every day, as a changed setting would do, printed 365 job_hourly rows
+    over 4 days where a re-run prints 235 over 2)."""
+    _, changed, work = analysed
+    assert changed == []
+    assert work[0] == work[1]
 
 
 def _sortable(df: pl.DataFrame) -> list[str]:
@@ -102,37 +136,40 @@ def assert_same_rows(mine: pl.DataFrame, alone: pl.DataFrame, what: str) -> None
     assert_frame_equal(mine.sort(key, nulls_last=True), alone.sort(key, nulls_last=True), rel_tol=1e-9)
 
 
-def _xfail(name: str, reason: str):
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason))
+# A tenant's monthly budget is spent across clusters (docs/finops.md): these columns of a cluster's decision rows
+# count every cluster's cost this month, so they differ from the cluster's own lake (test_a_budget_...).
+ACROSS_CLUSTERS = {"decisions": ("spent_usd", "budget_left_usd", "budget_used_pct", "spent_gpu_h")}
 
 
-# What is wrong today, per analytics table; the views over them inherit it (see VIEW_XFAILS).
-TABLE_XFAILS = {
-    "decisions": "decisions: each cluster's analyze replaces the whole table, so only the last cluster's rows remain",
-    "tenants": "tenants: each cluster's analyze replaces the whole table, so only the last cluster's rows remain",
-    "queue_depth": "queue_depth: each cluster's analyze rewrites it with every cluster's pending jobs under its "
-    "own cluster name (the other cluster's rows are gone, its jobs counted in this one's queue)",
-    "fragmentation": "fragmentation: the second cluster's analyze writes only the last few hours of its series, "
-    "replacing the first cluster's rows of those hours (a watermark shared by the clusters, by the look of it)",
-    "fleet_hourly": "fleet_hourly: pending_gpus, pending_gpus_max, pending_jobs_max and demand_gpus count every "
-    "cluster's queued jobs (queue_depth mixes them), so the rows differ from the cluster's own lake",
-    "demand_forecast": "demand_forecast: actual_gpus differs from the cluster's own lake (built on fleet_hourly's "
-    "mixed demand)",
-    "job_hourly": "job_hourly: idle_gpu_hours of a job joins idle time by job_id alone, so a colliding id of the "
-    "other cluster changes it",
-    "job_stats": "job_stats: idle_gpu_hours joins by job_id alone, so a colliding id of the other cluster changes it",
-}
-
-
-@pytest.mark.parametrize(
-    "table", [_xfail(t, TABLE_XFAILS[t]) if t in TABLE_XFAILS else t for t in schema.TABLES]
-)  # fmt: skip
+@pytest.mark.parametrize("table", schema.TABLES)
 def test_each_cluster_has_the_rows_of_its_own_lake(lakes, table):
     for c in CLUSTERS:
         if not has_data(lakes[c], table) and not has_data(lakes["both"], table):
             continue
         shared = _read(lakes["both"], table).filter(pl.col("cluster") == c)
-        assert_same_rows(shared, _read(lakes[c], table), f"{table} of {c}")
+        alone = _read(lakes[c], table)
+        across = list(ACROSS_CLUSTERS.get(table, ()))
+        assert_same_rows(shared.drop(across), alone.drop(across), f"{table} of {c}")
+
+
+def test_a_budget_is_spent_across_clusters(lakes):
+    """Each cluster's decision row of a tenant says what the tenant spent this month in every cluster."""
+    key = ["tenant", "gpu_model"]
+    alone = {c: _read(lakes[c], "decisions") for c in CLUSTERS}
+    spent = (
+        pl.concat([alone[c].filter(pl.col("gpu_model").is_null()).select("tenant", "spent_usd") for c in CLUSTERS])
+        .group_by("tenant")
+        .agg(pl.col("spent_usd").sum().alias("both_usd"))
+    )
+    assert spent["both_usd"].min() > 0 and spent.height == len(alone["eu-1"]["tenant"].unique())
+    for c in CLUSTERS:
+        shared = _read(lakes["both"], "decisions").filter(pl.col("cluster") == c).join(spent, on="tenant")
+        assert shared.height == alone[c].height
+        assert_series_equal(shared["spent_usd"], shared["both_usd"], check_names=False, rel_tol=1e-9)
+        left = shared["budget_usd"] - shared["both_usd"]
+        assert_series_equal(shared["budget_left_usd"], left, check_names=False, rel_tol=1e-9)
+        mine = shared.join(alone[c].select(*key, "spent_gpu_h"), on=key, nulls_equal=True, suffix="_alone")
+        assert (mine["spent_gpu_h"] > mine["spent_gpu_h_alone"]).all()  # the other cluster's GPU-hours too
 
 
 def _read(lake: Path, table: str) -> pl.DataFrame:
@@ -155,18 +192,9 @@ def test_job_ids_collide_across_the_clusters(lakes):
 
 # The cluster column of a view that names it otherwise.
 CLUSTER_COLUMN = {"focus_cost": "SubAccountId"}
-# Views over the tables above that mix the clusters, and the ones built on them.
-VIEW_XFAILS = {
-    **TABLE_XFAILS,
-    "tenant_daily": "tenant_daily: built on job_hourly, whose idle_gpu_hours mixes colliding job ids",
-    "chargeback_monthly": "chargeback_monthly: built on tenants, which keeps only the last analysed cluster "
-    "(the other cluster's budgets are gone)",
-}
 
 
-@pytest.mark.parametrize(
-    "view", [_xfail(v, VIEW_XFAILS[v]) if v in VIEW_XFAILS else v for v in sql_files()]
-)  # fmt: skip
+@pytest.mark.parametrize("view", sql_files())
 def test_each_view_keeps_the_clusters_apart(lakes, view):
     col = CLUSTER_COLUMN.get(view, "cluster")
     for c in CLUSTERS:
@@ -175,7 +203,8 @@ def test_each_view_keeps_the_clusters_apart(lakes, view):
         with Lake(lakes[c]) as q:
             alone = q.execute(f"SELECT * FROM {view}", timeout_s=None).frame
         assert set(alone[col]) <= {c}
-        assert_same_rows(shared, alone, f"{view} of {c}")
+        across = list(ACROSS_CLUSTERS.get(view, ()))
+        assert_same_rows(shared.drop(across), alone.drop(across), f"{view} of {c}")
 
 
 def test_focus_export_carries_the_cluster_as_sub_account(lakes, tmp_path):
