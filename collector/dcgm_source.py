@@ -3,7 +3,9 @@
 A round runs on one event loop in a thread of its own, over keep-alive connections (http_fetch.AsyncFetcher),
 at most `concurrency` requests at a time: 10,000 endpoints of 8 GPUs x 40 fields take a few seconds on 2 cores
 (benchmarks/dcgm_fleet.py). Each page becomes rows in one pass (dcgm/columns.py), or, for a page off that path,
-through the parser and RowBuilder, which give the same rows or name the bad line.
+through the parser and RowBuilder, which give the same rows or name the bad line. Past one core's worth of
+targets (collector.dcgm_workers), the round is split across worker processes, each running this same round over
+its share (dcgm/shards.py).
 
 Each target fails alone: one that hangs, refuses, answers 500, sends the wrong content type or a malformed page
 becomes a `scrape_error` health event naming the target and the reason (counted in gpuledger_scrape_errors), and
