@@ -32,7 +32,7 @@ from pathlib import Path
 from gpuledger.collector.dcgm.columns import FieldColumns, PageReader
 from gpuledger.collector.dcgm.exposition import ExpositionError, parse
 from gpuledger.collector.dcgm.rows import RowBuilder
-from gpuledger.collector.dcgm.shards import ShardPool
+from gpuledger.collector.dcgm.shards import ShardPool, deadline_detail
 from gpuledger.collector.http_fetch import AsyncFetcher, FetchError, FetchTimeout, Response
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
@@ -341,13 +341,6 @@ class _Round:
         detail = deadline_detail(src.deadline_s, len(self.left), len(self.due), self.left[0].url)
         log.warning("%s", detail)
         self.chunk.errors.append((len(self.due), src._event(self.ts_us, None, detail)))
-
-
-def deadline_detail(deadline_s: float, left: int, due: int, first: str) -> str:
-    return (
-        f"dcgm: the round's deadline of {deadline_s:g} s passed before {left} of {due} targets were scraped "
-        f"(first {first}); they go first next round"
-    )
 
 
 def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:

@@ -36,6 +36,14 @@ def shard_of(url: str, workers: int) -> int:
     return zlib.crc32(url.encode()) % workers
 
 
+def deadline_detail(deadline_s: float, left: int, due: int, first: str) -> str:
+    """The one event of a round cut by its deadline, in one process or across workers."""
+    return (
+        f"dcgm: the round's deadline of {deadline_s:g} s passed before {left} of {due} targets were scraped "
+        f"(first {first}); they go first next round"
+    )
+
+
 class _Worker:
     def __init__(self, src: DcgmSource, n: int):
         self.n = n
@@ -78,6 +86,7 @@ class ShardPool:
         for t in targets:
             shares[shard_of(t.url, n)].append((t.url, t.node))
         live: dict[Connection, _Worker] = {}
+        errors: list[tuple[int, dict]] = []
         for w, share in enumerate(shares):
             if not share:
                 continue
@@ -85,12 +94,15 @@ class ShardPool:
             if worker is None or not worker.proc.is_alive():
                 worker = self.workers[w] = _Worker(src, w)
             urls = tuple(u for u, _ in share)
-            if worker.urls != urls:
-                worker.conn.send(("targets", share))
-                worker.urls = urls
-            worker.conn.send(("round", now_s))
+            try:
+                if worker.urls != urls:
+                    worker.conn.send(("targets", share))
+                    worker.urls = urls
+                worker.conn.send(("round", now_s))
+            except OSError:  # it died since the check: its share waits for the next round, as below
+                errors.append((len(targets), self._died(worker, len(share), now_s)))
+                continue
             live[worker.conn] = worker
-        errors: list[tuple[int, dict]] = []
         left, due, first = 0, 0, None
         try:
             while live:
@@ -117,8 +129,6 @@ class ShardPool:
             for conn in live:  # the consumer stopped early: the workers finish their round unread
                 self._drain(live[conn])
         if first is not None:
-            from gpuledger.collector.dcgm_source import deadline_detail
-
             detail = deadline_detail(src.deadline_s, left, due, first)
             log.warning("%s", detail)
             errors.append((len(targets), src._event(int(now_s * 1e6), None, detail)))
@@ -128,6 +138,7 @@ class ShardPool:
 
     def _died(self, worker: _Worker, targets: int, now_s: float) -> dict:
         worker.proc.join(timeout=5)
+        worker.conn.close()
         self.workers[worker.n] = None
         detail = (
             f"dcgm: scrape worker {worker.n + 1} of {len(self.workers)} exited (code {worker.proc.exitcode}) "
