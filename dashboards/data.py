@@ -31,6 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
+from gpuledger import lake_url
 from gpuledger.lake import has_data
 from gpuledger.query import Lake, Snapshot
 
@@ -64,8 +65,13 @@ QUERY_TIMEOUT_S = 30.0  # a page's question; the whole page waits on its slowest
 
 
 class DashData:
-    def __init__(self, lake: Path | str, variables: dict[str, str] | None = None, check_every_s: float = 30.0):
-        self.lake = Path(lake)
+    def __init__(
+        self,
+        lake: Path | str | lake_url.S3Location,
+        variables: dict[str, str] | None = None,
+        check_every_s: float = 30.0,
+    ):
+        self.lake = lake_url.parse(lake)  # a local folder or an object-store lake (s3://bucket/prefix)
         self.variables = variables
         self.check_every_s = check_every_s
         self._idle_lakes: queue.SimpleQueue[Lake] = queue.SimpleQueue()
@@ -102,6 +108,15 @@ class DashData:
     def _state_key(self) -> tuple:
         """Changes whenever the analytics write: their watermarks and partition manifests."""
         state = self.lake / "_state" / "analytics"
+        if isinstance(state, lake_url.S3Location):  # an object's e-tag changes when it is written again
+            import obstore
+
+            store = lake_url.object_store(state)
+            try:
+                listed = [o for batch in obstore.list(store, prefix=state.key + "/") for o in batch]
+            except (obstore.exceptions.BaseError, OSError) as e:
+                raise lake_url.explain(e, state, "listing") from None
+            return tuple(sorted((o["path"], o["e_tag"] or str(o["last_modified"])) for o in listed))
         try:
             return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in state.iterdir()))
         except FileNotFoundError:

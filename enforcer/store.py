@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
 from pathlib import Path
 
+from gpuledger import lake_url
 from gpuledger.enforcer.decide import Table
 from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
@@ -19,7 +21,7 @@ from gpuledger.spool import Spool
 log = logging.getLogger(__name__)
 
 
-def load_table(lake: Path, cluster: str) -> Table | None:
+def load_table(lake: Path | lake_url.S3Location, cluster: str) -> Table | None:
     """The latest analysis's rows of `cluster` in the lake's `decisions` table (None when the analytics have not run
     for it).
 
@@ -35,8 +37,10 @@ def load_table(lake: Path, cluster: str) -> Table | None:
     mine = {"cluster": cluster}
     holds = None
     # Both under one read lock (Lake takes it per query; it is re-entrant): the analytics replace these files under
-    # the exclusive lock, so never between the two reads either.
-    with reading(lake), Lake(lake) as q:
+    # the exclusive lock, so never between the two reads either. An object-store lake has no lock: its objects are
+    # never replaced in place (docs/design/16-object-store.md).
+    lake = lake_url.parse(lake)
+    with reading(lake) if isinstance(lake, Path) else contextlib.nullcontext(), Lake(lake) as q:
         latest = q.execute(latest_sql.format(t="decisions"), mine).frame
         if has_data(lake, "idle_holds"):
             holds = q.execute(latest_sql.format(t="idle_holds"), mine).frame

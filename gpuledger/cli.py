@@ -57,7 +57,9 @@ class Ctx:
 
 # Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by name; the
 # others say so in one line instead of failing somewhere inside. Add a command once it works there (issue 16).
-S3_COMMANDS = frozenset({"collect", "compact"})
+# sql, views, dashboard and export focus read through the query helper (gpuledger/query.py), which reads an S3 lake
+# through polars scans.
+S3_COMMANDS = frozenset({"collect", "compact", "sql", "views", "dashboard", "focus"})
 
 
 class _LakeParam(click.ParamType):

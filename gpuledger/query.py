@@ -6,7 +6,10 @@ the tests. `gpuledger views` prints its script (views_script), for an analyst's 
 and compaction write the lake with polars and are not readers here. Read-only, in two layers:
 - DuckDB itself: external access off with only the lake's folder allowed, extensions neither installed nor loaded,
   and the configuration locked. Nothing outside the lake can be read or written, by any statement, and no setting
-  (these included) can be changed.
+  (these included) can be changed. On an object-store lake (s3://bucket/prefix) no folder at all is allowed: DuckDB
+  reads no file, local or remote (nor could it: no httpfs), and each table's view reads a relation registered
+  under `_lake_<table>`, a polars scan of the objects lake.table_files lists under the lake's prefix (DuckDB
+  pushes its projections and filters into the scan). So the lake is all it can read there too.
 - Inside the lake, DuckDB cannot tell a read from a write (allowed_directories grants both: with the lake allowed,
   `COPY ... TO '<a lake file>'` rewrites it). So only SELECT runs, alone or under EXPLAIN [ANALYZE] (which runs the
   statement it explains): COPY, EXPORT and ATTACH, the statements that name a file to write, never reach DuckDB.
@@ -30,9 +33,9 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from gpuledger import schema
+from gpuledger import lake_url, schema
 from gpuledger.errors import LakeError, QueryError, UsageError
-from gpuledger.lake import has_data
+from gpuledger.lake import has_data, table_files
 from gpuledger.lake_lock import reading
 
 LAKE_VARIABLE = "gpuledger_lake"
@@ -75,6 +78,31 @@ def duckdb_type(dtype: pl.DataType) -> str:
     return _DUCK_TYPES[dtype.base_type()]
 
 
+# A table view's read of its files, as gpuledger/schema_sql.py writes it: on an object-store lake it reads the
+# registered `_lake_<table>` relation instead (_s3_relation), the rest of the view's SQL unchanged.
+_TABLE_READ = re.compile(r"read_parquet\(getvariable\('gpuledger_lake'\) \|\| '/(\w+)/[^']*',([^)]*)\)")
+
+
+def _s3_relation(name: str, files: list, with_file_columns: bool) -> pl.LazyFrame:
+    """A polars scan of `files` (one table's objects) with the columns the view's read_parquet gives: the file's
+    columns and the hive `date` (missing columns null, as union_by_name), and with `with_file_columns` a `filename`
+    and a `file_row_number` (a row number across the files in their listed order: increasing within each file,
+    which is all the views' tie-break by (filename, file_row_number) needs). polars, not DuckDB over fsspec: 100x
+    faster over 30 objects (docs/design/16-object-store.md)."""
+    t = schema.table(name)
+    lf = pl.scan_parquet(
+        [str(f) for f in files],
+        hive_partitioning=True,
+        hive_schema={"date": pl.Date},
+        missing_columns="insert",
+        schema=t.file_schema,
+        storage_options=lake_url.storage_options(),
+        include_file_paths="filename" if with_file_columns else None,
+        row_index_name="file_row_number" if with_file_columns else None,
+    )
+    return lf.select([*t.column_names, *(("filename", "file_row_number") if with_file_columns else ())])
+
+
 def sql_files() -> dict[str, str]:
     """View name -> SQL text, raw tables first (derived views select from them)."""
     files = {p.name[:-4]: p.read_text() for p in resources.files("gpuledger.sql").iterdir() if p.name.endswith(".sql")}
@@ -87,19 +115,38 @@ def _empty_view(name: str) -> str:
     return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false"
 
 
-def views_script(root: Path | str) -> str:
+def views_script(root: Path | str | lake_url.S3Location) -> str:
     """One SQL script defining every view over the lake at `root`, for a plain DuckDB session: `.read` it in the
     duckdb CLI, or `con.execute(script)` in Python. A raw table with no files yet gets an empty typed view, as in
     Lake (DuckDB refuses a view over a glob that matches nothing).
 
     The same views and the same time zone as Lake, from the same files; not its guard or time limit, which are
     gpuledger's own sessions' rules: the script runs in the analyst's session, under their settings (where a COPY
-    of a result to their own file is theirs to run), and gpuledger runs no query with it."""
-    root = Path(root).resolve()
+    of a result to their own file is theirs to run), and gpuledger runs no query with it.
+
+    On an object-store lake the views read `s3://` globs, which the analyst's DuckDB reads with its httpfs
+    extension and an S3 secret (a template is in the script's head; gpuledger's own sessions cannot load it)."""
+    root = lake_url.parse(root).resolve()
     quoted = str(root).replace("'", "''")
     parts = [
         f"-- Every gpuledger view over {root}, made by `gpuledger views`.",
         "-- Make it again when a table gets its first files (until then its view is empty).",
+    ]
+    if isinstance(root, lake_url.S3Location):
+        s = lake_url.aws_settings()
+        endpoint = (s.endpoint or "").split("://")[-1].rstrip("/")
+        parts += [
+            "-- An object-store lake: DuckDB reads it with httpfs and an S3 secret (keys left out here), e.g.",
+            "--   INSTALL httpfs; LOAD httpfs;",
+            "--   CREATE SECRET (TYPE s3, KEY_ID '...', SECRET '...'"
+            + (f", REGION '{s.region}'" if s.region else "")
+            + (f", ENDPOINT '{endpoint}', URL_STYLE 'path'" if endpoint else "")
+            + (", USE_SSL false" if (s.endpoint or "").startswith("http://") else "")
+            + ");",
+            "-- A glob does not follow compaction's merge records: a query in the moment between a merged object",
+            "-- and its inputs' deletion counts that day twice (gpuledger sql does not: it lists the lake itself).",
+        ]
+    parts += [
         "SET TimeZone = 'UTC';",
         f"SET VARIABLE {LAKE_VARIABLE} = '{quoted}';",
     ]
@@ -113,11 +160,16 @@ def views_script(root: Path | str) -> str:
 _OWN_FOLDERS = {"_state", "_spool", "_sim"}
 
 
-def require_lake(root: Path | str) -> Path:
+def require_lake(root: Path | str | lake_url.S3Location) -> Path | lake_url.S3Location:
     """`root`, if it holds a lake (or is an empty folder, a lake nothing has been written to yet); else LakeError.
 
     Without it a mistyped --lake, or a command run from another folder, reads as an empty lake: 0 rows, no word.
+    An object-store lake: one LIST of its prefix, so an unreachable endpoint, bad credentials or a missing bucket
+    is one line naming which (lake_url.preflight) before any view is bound.
     """
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        lake_url.preflight(root)
+        return root
     root = Path(root)
     if not root.exists():
         raise LakeError(f"no lake at {root}: the folder does not exist (give --lake, $GPULEDGER_LAKE or [lake] path)")
@@ -332,11 +384,20 @@ class Lake:
     view over a glob by reading the schema of every file it matches, and a year of a 125-node fleet is 45,000
     files per raw table (~28 s to define them all, for a query that reads one small table). A query that reads
     the catalog (duckdb_views(), information_schema, SHOW) gets every view first.
+
+    `root` may be an object-store lake (s3://bucket/prefix): there each query lists the tables it reads again (as
+    a glob is listed again on a local lake) and reads them through registered polars scans (_s3_relation).
     """
 
-    def __init__(self, root: Path | str, threads: int | None = None, variables: dict[str, str] | None = None):
+    def __init__(
+        self,
+        root: Path | str | lake_url.S3Location,
+        threads: int | None = None,
+        variables: dict[str, str] | None = None,
+    ):
         """`variables`: DuckDB variables the views read (e.g. focus_provider_name, from the config's [finops])."""
-        self.root = Path(root).resolve()
+        self.root = lake_url.parse(root).resolve()
+        self._s3 = isinstance(self.root, lake_url.S3Location)
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET enable_progress_bar = false")  # it would write into the CLI's output
@@ -349,7 +410,8 @@ class Lake:
             self.con.execute(f"SET VARIABLE {name} = ?", [value])
         self._files = sql_files()
         self._parser = duckdb.connect(":memory:")
-        for con, dirs in ((self.con, [str(self.root)]), (self._parser, [])):
+        # An object-store lake allows no folder: its tables are registered relations, never files DuckDB opens.
+        for con, dirs in ((self.con, [] if self._s3 else [str(self.root)]), (self._parser, [])):
             for setting in _LOCKDOWN:
                 con.execute(setting, {"dirs": dirs} if "$dirs" in setting else None)
         # The views each one reads (a table's view reads files only).
@@ -370,7 +432,12 @@ class Lake:
                 want.add(n)
                 stack.extend(self._reads[n])
         for name, text in self._files.items():
-            if name not in want or self._loaded.get(name) is False:
+            if name not in want:
+                continue
+            if self._s3 and name in schema.TABLES:
+                self._load_s3_table(name, text)
+                continue
+            if self._loaded.get(name) is False:
                 continue
             try:
                 if name in schema.TABLES and not has_data(self.root, name):
@@ -382,6 +449,26 @@ class Lake:
                     self._loaded[name] = False
             except duckdb.Error as e:
                 raise QueryError(f"cannot load view {name} from sql/{name}.sql: {e}") from e
+
+    def _load_s3_table(self, name: str, text: str) -> None:
+        """(Re)register `_lake_<name>` over the objects one listing finds now (honouring compaction's merge records:
+        lake.table_files), and define the view over it once; an empty typed view while the table has no objects."""
+        files = table_files(self.root, name)
+        if not files and self._loaded.get(name) is not False:
+            if name not in self._loaded:
+                self.con.execute(_empty_view(name))
+                self._loaded[name] = True
+            return
+        read = _TABLE_READ.search(text)
+        if read is None or read.group(1) != name:  # the generator and this pattern disagree: say so, not misread
+            raise QueryError(f"sql/{name}.sql does not read its files as gpuledger/schema_sql.py writes them")
+        try:
+            self.con.register(f"_lake_{name}", _s3_relation(name, files, "filename = true" in read.group(2)))
+            if self._loaded.get(name) is not False:
+                self.con.execute(_TABLE_READ.sub(f"_lake_{name}", text, count=1))
+                self._loaded[name] = False
+        except duckdb.Error as e:
+            raise QueryError(f"cannot load view {name} from sql/{name}.sql over {self.root}: {e}") from e
 
     def _used(self, sql: str) -> set[str]:
         """The views a query names: DuckDB's parser where it can tell without binding, else every view name that
@@ -401,7 +488,10 @@ class Lake:
         """Run read-only SQL (one or more statements; the last one's rows are returned).
 
         The whole of it (views bound, files read) holds the lake's read lock: no file is replaced or removed
-        under it (gpuledger.lake_lock)."""
+        under it (gpuledger.lake_lock). An object-store lake has no such lock: its objects are never replaced, and
+        a compaction deletes inputs only after their merged object is listed (lake_url.live)."""
+        if self._s3:
+            return self._execute(sql, params, limit, timeout_s)
         with reading(self.root):
             return self._execute(sql, params, limit, timeout_s)
 
