@@ -1,7 +1,8 @@
 -- chargeback_monthly: one tenant x calendar month (UTC): what it is charged, its share of idle capacity, the total,
 -- and that against its monthly budget. Built on cost_daily and tenants. A null tenant is the GPU time of jobs
 -- nobody claimed (no tenant owns their namespace): charged, but to no one; never dropped. Idle capacity that the
--- idle policy gives to no one (policy none) is not a charge and is not here.
+-- idle policy gives to no one (policy none) is not a charge and is not here. One row per cluster: a budget is the
+-- tenant's across clusters, so budget_used_pct is the share of it this cluster's charges used (sum over clusters).
 CREATE OR REPLACE VIEW chargeback_monthly AS
 WITH charged AS (
     SELECT cluster, tenant, CAST(date_trunc('month', day_start AT TIME ZONE 'UTC') AS DATE) AS month,
