@@ -388,10 +388,22 @@ def test_two_workers_back_off_a_failing_target_and_word_errors_in_target_order(e
     assert (flaky.hits, steady.hits) == (7, 11)
 
 
+def in_both_shards(make, n: int) -> list:
+    """n things made by `make` (each with a `url`, or a (socket, url) pair) whose URLs hash to both of 2 workers."""
+    made: list = []
+    url = lambda m: m[1] if isinstance(m, tuple) else m.url  # noqa: E731
+    while len(made) < n:
+        m = make()
+        if len(made) < n - 1 or len({shard_of(url(x), 2) for x in [*made, m]}) == 2:
+            made.append(m)
+        elif isinstance(m, tuple):
+            m[0].close()
+    return made
+
+
 def test_two_workers_word_one_deadline_event(endpoints):
-    silent = [silent_port() for _ in range(4)]
+    silent = in_both_shards(silent_port, 4)  # ports are random: a few more tries may be needed
     urls = [u for _, u in silent]
-    assert len({shard_of(u, 2) for u in urls}) == 2
     src = DcgmSource(CFG, urls, timeout_s=30, concurrency=2, deadline_s=1, workers=2)
     try:
         details = [d for b in src.collect(T) if b.table == "health_events" for d in b.columns["detail"]]
@@ -408,7 +420,8 @@ def test_two_workers_word_one_deadline_event(endpoints):
 
 
 def test_a_killed_worker_costs_its_targets_one_round(endpoints):
-    eps = [endpoints(node_page(n)) for n in range(6)]
+    made = iter(range(100))
+    eps = in_both_shards(lambda: endpoints(node_page(next(made))), 6)
     urls = [e.url for e in eps]
     src = DcgmSource(CFG, urls, workers=2)
     try:
