@@ -18,9 +18,10 @@ from pathlib import Path
 
 import polars as pl
 
+from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Config, Tenant, check_quota_models, match_model
-from gpuledger.lake import has_data, scan
+from gpuledger.lake import has_data
 
 ANY = "*"
 
@@ -35,10 +36,21 @@ def models_by_cluster(lake: Path) -> dict[str, list[str]]:
     found: dict[str, set[str]] = {}
     for table, column in (("nodes", "gpu_model"), ("gpu_hourly", "model"), ("gpu_allocations", "gpu_model")):
         if has_data(lake, table):
-            pairs = scan(lake, table).select("cluster", column).drop_nulls(column).unique().collect()
+            # Kept per day of the table (analytics/day_memo.py): a whole year's scan on every run otherwise.
+            pairs = by_day(
+                lake,
+                table,
+                f"models-{table}",
+                lambda day, c=column: day.select("cluster", c).drop_nulls(c).unique().collect(),
+            )
+            pairs = pairs.unique().sort(pl.all())
             for cluster, model in pairs.iter_rows():
                 found.setdefault(cluster, set()).add(model)
     return {c: sorted(m) for c, m in found.items()}
+
+
+def _pairs(rows: pl.LazyFrame, column: str) -> pl.DataFrame:
+    return rows.select("cluster", column).drop_nulls(column).unique().collect()
 
 
 def checked_models(lake: Path, cfg: Config) -> list[str]:

@@ -24,15 +24,16 @@ MIN_DAYS = 2 * SEASON_DAYS + BACKTEST_DAYS
 METHOD = "holt-winters additive damped trend, weekly additive season"
 
 
+def day_means(fleet: pl.LazyFrame) -> pl.LazyFrame:
+    """Each UTC day's mean demand and supply, per cluster and model."""
+    return fleet.group_by("cluster", "gpu_model", pl.col("hour").dt.truncate("1d").alias("day")).agg(
+        pl.col("demand_gpus").mean(), pl.col("gpus").mean().alias("supply_gpus")
+    )
+
+
 def daily_demand(fleet: pl.LazyFrame, now: dt.datetime) -> pl.DataFrame:
     today = dt.datetime.combine(now.date(), dt.time(), dt.timezone.utc)
-    return (
-        fleet.filter(pl.col("hour") < today)
-        .group_by("cluster", "gpu_model", pl.col("hour").dt.truncate("1d").alias("day"))
-        .agg(pl.col("demand_gpus").mean(), pl.col("gpus").mean().alias("supply_gpus"))
-        .sort("cluster", "gpu_model", "day")
-        .collect()
-    )
+    return day_means(fleet.filter(pl.col("hour") < today)).sort("cluster", "gpu_model", "day").collect()
 
 
 def _fit_forecast(y: np.ndarray, steps: int) -> np.ndarray:

@@ -31,8 +31,11 @@ SHAPE_KEY = ("cpu_milli", "gpu_milli", "num_gpu", "gpu_spec")
 
 
 def task_types_of(jobs: pl.DataFrame) -> pl.DataFrame:
-    """FGD task types from job requests: a share of one GPU is (1 GPU, share x 1000 milli); k GPUs are (k, 1000)."""
+    """FGD task types from job requests: a share of one GPU is (1 GPU, share x 1000 milli); k GPUs are (k, 1000).
+    A `pods` column, if any, counts the jobs each row stands for."""
+    weight = [pl.col("pods")] if "pods" in jobs.columns else []
     pods = jobs.filter(pl.col("gpus") > 0).select(
+        *weight,
         pl.lit(0).alias("cpu_milli"),
         pl.when(pl.col("gpus") < 1)
         .then((pl.col("gpus") * 1000).round().cast(pl.Int64))

@@ -393,9 +393,9 @@ class Plan:
         return self.allocs.filter(pl.col("end") > _lit(t))
 
     def workload(self) -> pl.DataFrame:
-        """One row (cluster, gpu_model, gpus) per job ever seen."""
-        cols = ("cluster", "gpu_model", "gpus")
-        return self.counts.select(pl.col(cols).repeat_by("n")).explode(cols)
+        """(cluster, gpu_model, gpus, pods): how many jobs ever seen asked for each request (a row per job was 0.2 s
+        and 0.7M rows a year)."""
+        return self.counts.rename({"n": "pods"})
 
     def clusters(self) -> list[str]:
         """Every cluster with a job in the lake: the clusters the whole-table jobs compute."""

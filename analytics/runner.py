@@ -19,8 +19,9 @@ from pathlib import Path
 import polars as pl
 
 from gpuledger import schema
+from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cluster
-from gpuledger.analytics.forecast import daily_demand, demand_forecast
+from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import Plan, job_tables, prepare
@@ -64,15 +65,19 @@ def _tenants(now: dt.datetime, cfg: Config, clusters: list[str]) -> pl.LazyFrame
 
 def _demand_forecast(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     """demand_forecast, refitted only when its input (each complete day's demand) changed: the fits took 20 s of a
-    30-day lake's hourly run, and an hour that is not the day's last changes no complete day. Rows are the fit's,
-    with this run's computed_at, as a refit would write them."""
+    30-day lake's hourly run, and an hour that is not the day's last changes no complete day. Rows are the last
+    fit's, computed_at being its time: unchanged rows leave the table's files as they are (rewriting a year of
+    daily partitions each run for a new computed_at was most of the cost of a run after one new hour).
+    The change is seen from each day's means, kept per fleet_hourly day (analytics/day_memo.py)."""
     memo = Path(lake) / "_state" / "analytics" / "demand_forecast.memo.parquet"
-    daily = daily_demand(scan(lake, "fleet_hourly"), now)
+    today = dt.datetime.combine(now.date(), dt.time(), dt.timezone.utc)
+    daily = by_day(lake, "fleet_hourly", "day_means", lambda day: day_means(day).collect())
+    daily = daily.filter(pl.col("day") < today).sort("cluster", "gpu_model", "day")
     key = f"{daily.height}:{daily.hash_rows(seed=0).sum() if daily.height else 0}"
     if memo.exists():
         kept = pl.read_parquet(memo)
         if kept.height and kept["_key"][0] == key:
-            return kept.drop("_key").lazy().with_columns(_lit(now).alias("computed_at"))
+            return kept.drop("_key").lazy()
     out = demand_forecast(scan(lake, "fleet_hourly"), now).collect()
     write_atomic(memo, lambda tmp: out.with_columns(pl.lit(key).alias("_key")).write_parquet(tmp))
     return out.lazy()

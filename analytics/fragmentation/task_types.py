@@ -27,6 +27,9 @@ def require_columns(frame: pl.DataFrame, what: str, columns) -> None:
         raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; it has {', '.join(frame.columns) or 'none'}")
 
 
+POD_COUNT = "pods"  # an optional column of `pods`: how many pods the row stands for (default one)
+
+
 def pod_shapes(pods: pl.DataFrame) -> pl.DataFrame:
     """The (cpu_milli, gpu_milli, num_gpu, gpu_spec) of each pod as the artifact reads it.
 
@@ -35,7 +38,9 @@ def pod_shapes(pods: pl.DataFrame) -> pl.DataFrame:
     """
     no_gpu = (pl.col("num_gpu") == 0) | (pl.col("gpu_milli") == 0)
     spec = pl.col("gpu_spec").fill_null("") if "gpu_spec" in pods.columns else pl.lit("")
+    weight = [pl.col(POD_COUNT)] if POD_COUNT in pods.columns else []
     return pods.select(
+        *weight,
         pl.col("cpu_milli").cast(pl.Int64),
         pl.when(no_gpu).then(0).otherwise(pl.col("gpu_milli")).cast(pl.Int64).alias("gpu_milli"),
         pl.when(no_gpu).then(0).otherwise(pl.col("num_gpu")).cast(pl.Int64).alias("num_gpu"),
@@ -47,7 +52,8 @@ def typical_task_types(pods: pl.DataFrame, coverage: float = 0.95) -> pl.DataFra
     """The most common task types that together cover at least `coverage` of the pods, with popularity p.
 
     pods: one row per pod with cpu_milli, gpu_milli (per-GPU share), num_gpu and optionally gpu_spec (allowed
-    models, '|'-separated; empty or null = any). CPU-only pods count: they are part of M.
+    models, '|'-separated; empty or null = any) and `pods`, the number of pods the row stands for (a year of jobs
+    as a few hundred counted shapes rather than a row each). CPU-only pods count: they are part of M.
     Returns cpu_milli, gpu_milli, num_gpu, gpu_spec ("" = any), count (pods of that type) and p (count over the
     pods of the kept types, so p sums to 1), most popular first; ties go to the larger key (cpu_milli, then
     gpu_milli, num_gpu, gpu_spec), as the artifact's reversed sort does. Types are kept one at a time until the
@@ -59,13 +65,15 @@ def typical_task_types(pods: pl.DataFrame, coverage: float = 0.95) -> pl.DataFra
         raise ValueError(f"coverage must be in (0, 1], got {coverage}")
     if pods.height == 0:
         return pl.DataFrame(schema=TASK_TYPE_SCHEMA)
+    weighted = POD_COUNT in pods.columns
+    total = int(pods[POD_COUNT].sum()) if weighted else pods.height
     counts = (
         pod_shapes(pods)
         .group_by(KEY)
-        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .agg((pl.col(POD_COUNT).sum() if weighted else pl.len()).cast(pl.Int64).alias("count"))
         .sort(["count", *KEY], descending=True)
     )
     # Keep a type while the pods before it fall short of the threshold: the loop `for cum < expected`.
     before = pl.col("count").cum_sum() - pl.col("count")
-    kept = counts.filter(before < coverage * pods.height)
+    kept = counts.filter(before < coverage * total)
     return kept.with_columns((pl.col("count") / pl.col("count").sum()).alias("p")).cast(TASK_TYPE_SCHEMA)
