@@ -152,7 +152,7 @@ LATER_VALUES = [
 
 
 @pytest.mark.parametrize("values, read", LATER_VALUES, ids=lambda v: ",".join(v)[:24] if isinstance(v, list) else "")
-@pytest.mark.parametrize("page", [ODD, CAPTURES[0].read_text()], ids=["odd", "capture"])
+@pytest.mark.parametrize("page", [ODD, *(p.read_text() for p in CAPTURES)], ids=["odd", *(p.stem for p in CAPTURES)])
 def test_a_later_scrape_with_new_values_reads_as_the_reference(page, values, read):
     # The second scrape of a target differs only in its values: the reader replays the first page's plan.
     ref_builder, reader = RowBuilder("c"), PageReader(RowBuilder("c"), "fallback")
