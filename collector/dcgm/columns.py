@@ -4,11 +4,12 @@
 gpu_fields row and a sample tuple per line (benchmarks/dcgm_fleet.py): 12 s a round at 10,000 endpoints. Here
 each line of the page costs a few slices, two dict lookups and a `float()`, and the gpu_fields rows go straight
 into columns. A label string is parsed once per target and kept for the next scrape (a node's label sets change
-only when a pod comes or goes).
+only when a pod comes or goes), unless the page got a plan (below).
 
 A target's next page is usually its last one with new values: then `read` checks that every line up to its last
 space is the last page's, reads only the values (a few C-level maps over the page) and replays how the last page
-became rows (a plan kept per target): about 0.2 ms a page instead of 0.5 ms. Any other page is read in full.
+became rows (a plan kept per target): about 0.25 ms a page instead of 0.5-0.9 ms (benchmarks/RESULTS.md). Any
+other page is read in full.
 
 It accepts exactly the lines `exposition.parse_fast` reads on its fast path, and only pages whose every line is
 one of them with no series twice; any other page returns None and the caller takes the reference path (`parse`
@@ -114,9 +115,10 @@ class _PlanMaker:
         self.rows: dict[int, int] = {}  # id of a row -> its place
         self.ok = True
 
-    def sample(self, i: int, line: str, head: int, tail: str, blank: float, skip: bool) -> int:
+    def sample(self, i: int, tail: str, blank: float, skip: bool) -> int:
+        """Line i, a sample; `tail` is what follows its last "}". Returns the sample's place j."""
         # The replay splits a line at its last space: only "name{labels} value" splits where the full read does
-        if tail[:1] != " " or " " in tail[1:] or len(line) != head + len(tail):
+        if tail[:1] != " " or " " in tail[1:]:
             self.ok = False
         j = len(self.samples)
         self.samples.append(i)
@@ -245,7 +247,7 @@ class PageReader:
                 return None
             pe[4].append(name)  # a series twice is found after the loop: cheaper than a set lookup per line
             kind, col, factor, is_int, blank = d
-            j = plan.sample(i, line, len(name) + len(s) + 2, tail, blank, kind == _SKIP)
+            j = plan.sample(i, tail, blank, kind == _SKIP)
             if kind == _SKIP:
                 continue
             k = pe[2]
