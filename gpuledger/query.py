@@ -90,6 +90,9 @@ def _s3_relation(name: str, files: list, with_file_columns: bool) -> pl.LazyFram
     which is all the views' tie-break by (filename, file_row_number) needs). polars, not DuckDB over fsspec: 100x
     faster over 30 objects (docs/design/16-object-store.md)."""
     t = schema.table(name)
+    extra = {"filename": pl.String, "file_row_number": pl.UInt32} if with_file_columns else {}
+    if not files:  # every object gone since the view was defined (a table emptied by hand): no rows, same shape
+        return pl.LazyFrame(schema=dict(t.polars_schema) | extra)
     lf = pl.scan_parquet(
         [str(f) for f in files],
         hive_partitioning=True,
@@ -100,7 +103,7 @@ def _s3_relation(name: str, files: list, with_file_columns: bool) -> pl.LazyFram
         include_file_paths="filename" if with_file_columns else None,
         row_index_name="file_row_number" if with_file_columns else None,
     )
-    return lf.select([*t.column_names, *(("filename", "file_row_number") if with_file_columns else ())])
+    return lf.select([*t.column_names, *extra])
 
 
 def sql_files() -> dict[str, str]:

@@ -76,6 +76,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"flush to s3 lake +{N} rows/s +median {N} ms per flush",
         rf"ratio local/s3 {N}x",
     ),
+    "objectstore_views.py": (
+        rf"tenant_daily +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
+        rf"focus_cost +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
+        rf"load average \(1, 5, 15 min\): {N} {N} {N}",
+    ),
     "enforcer_load.py": (
         rf"sustained 100 req/s for 2 s: achieved {N} req/s .*errors 0",
         rf"the most it sustains \(unpaced, 2 s\): {N} req/s",

@@ -114,7 +114,7 @@ def test_gpuledger_sql_and_views_over_s3(cli, s3_lake, analysed_lake):
     assert "CREATE SECRET (TYPE s3" in script.output and "testing" not in script.output  # no keys printed
 
 
-def test_the_focus_export_totals_equal_the_local_ones(s3_lake, analysed_lake, tmp_path):
+def test_the_focus_export_totals_equal_the_local_ones(cli, s3_lake, analysed_lake, tmp_path):
     from gpuledger.focus_export import export_focus
 
     cfg = defaults()
@@ -125,6 +125,19 @@ def test_the_focus_export_totals_equal_the_local_ones(s3_lake, analysed_lake, tm
     assert got.billed_cost_usd == pytest.approx(want.billed_cost_usd, rel=1e-12)
     assert got.gpu_hours == pytest.approx(want.gpu_hours, rel=1e-12)
     assert_frame_equal(pl.read_parquet(tmp_path / "s3.parquet"), pl.read_parquet(tmp_path / "local.parquet"))
+    r = cli(
+        "export",
+        "focus",
+        "--lake",
+        str(s3_lake),
+        "--period",
+        "2026-11",
+        "--out",
+        tmp_path / "cli.csv",
+        "--allow-unpriced",
+    )
+    assert r.exit_code == 0, r.output
+    assert f"wrote {want.rows:,} FOCUS 1.3 charge(s) for 2026-11" in r.output
 
 
 def test_the_webhook_loads_its_decision_table_from_s3(s3_lake, analysed_lake):
