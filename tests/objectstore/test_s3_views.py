@@ -217,3 +217,12 @@ def test_the_views_follow_compactions_merge_records(s3_lake, analysed_lake):
     with Lake(analysed_lake) as local, Lake(s3_lake) as remote:
         want, got = local.execute(q).rows[0], remote.execute(q).rows[0]
     assert got[0] == want[0] and got[1] == pytest.approx(want[1], rel=1e-12)
+
+
+def test_a_table_emptied_after_its_view_was_defined_reads_no_rows(s3_lake):
+    with Lake(s3_lake) as remote:
+        assert remote.execute("SELECT count(*) FROM gpu_samples").rows[0][0] > 0
+        store = lake_url.object_store(s3_lake)
+        for obj in lake_url.glob(s3_lake / "gpu_samples", "date=*/*.parquet"):
+            obstore.delete(store, obj.key)
+        assert remote.execute("SELECT count(*), max(power_w) FROM gpu_samples").rows == [(0, None)]
