@@ -11,47 +11,59 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
-from gpuledger import schema
-from gpuledger.atomic import write_atomic
+from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.lake import scan
 
 
-def _stamps(lake: Path, table: str) -> dict[dt.date, str]:
-    days: dict[dt.date, list] = {}
-    for f in sorted(Path(lake, table).glob(schema.table(table).file_glob)):
-        st = f.stat()
-        d = dt.date.fromisoformat(f.parent.name.removeprefix("date="))
-        days.setdefault(d, []).append([f.name, st.st_mtime_ns, st.st_size])
-    return {d: json.dumps(v) for d, v in days.items()}
+def _stamps(lake: Path, table: str) -> dict[str, str]:
+    """{day: its files' names, mtimes and sizes}; os.scandir, not a glob: a year is 365 folders on every run."""
+    out: dict[str, str] = {}
+    base = Path(lake, table)
+    if not base.is_dir():
+        return out
+    for folder in os.scandir(base):
+        if not (folder.is_dir() and folder.name.startswith("date=")):
+            continue
+        files = sorted(
+            (f.name, f.stat().st_mtime_ns, f.stat().st_size)
+            for f in os.scandir(folder.path)
+            if f.name.endswith(".parquet") and f.is_file()
+        )
+        if files:
+            out[folder.name.removeprefix("date=")] = json.dumps(files)
+    return out
 
 
 def by_day(lake: Path, table: str, name: str, compute: Callable[[pl.LazyFrame], pl.DataFrame]) -> pl.DataFrame:
     """compute(one day's rows of `table`) for every day of it, concatenated in day order."""
-    path = Path(lake) / "_state" / "analytics" / "memo" / f"{name}.parquet"
+    memo = Path(lake) / "_state" / "analytics" / "memo"
+    values_path, stamps_path = memo / f"{name}.parquet", memo / f"{name}.json"
     stamps = _stamps(lake, table)
-    kept = pl.read_parquet(path) if path.exists() else None
-    parts, fresh = [], False
-    for d, stamp in sorted(stamps.items()):
-        old = None if kept is None else kept.filter((pl.col("_day") == d) & (pl.col("_stamp") == stamp))
-        if old is not None and old.height:
-            parts.append(old)
-            continue
-        out = compute(scan(lake, table, date=d))
-        # A day with no answer keeps one marker row (nulls), so that it is not computed again.
-        out = (
-            out if out.height else pl.DataFrame([{}]).select(*(pl.lit(None, t).alias(c) for c, t in out.schema.items()))
+    try:
+        old = json.loads(stamps_path.read_text()) if values_path.exists() else {}
+    except (FileNotFoundError, ValueError):
+        old = {}
+    same = sorted(d for d, s in stamps.items() if old.get(d) == s)
+    parts = []
+    if same:  # one filter of the kept rows, not one per day
+        parts.append(
+            pl.read_parquet(values_path).filter(pl.col("_day").is_in([dt.date.fromisoformat(d) for d in same]))
         )
-        parts.append(out.with_columns(pl.lit(d).alias("_day"), pl.lit(stamp).alias("_stamp")))
-        fresh = True
+    todo = sorted(set(stamps) - set(same))
+    for d in todo:
+        day = dt.date.fromisoformat(d)
+        parts.append(compute(scan(lake, table, date=day)).with_columns(pl.lit(day).alias("_day")))
     if not parts:
         return compute(scan(lake, table))
-    everything = pl.concat(parts, how="vertical_relaxed")
-    if fresh or kept is None or kept.height != everything.height:
-        write_atomic(path, lambda tmp: everything.write_parquet(tmp))
-    values = everything.drop("_day", "_stamp")
-    return values.filter(~pl.all_horizontal(pl.all().is_null()))
+    everything = pl.concat(parts, how="vertical_relaxed").sort("_day", maintain_order=True)
+    if todo or set(old) != set(stamps):
+        # The values first: a run stopped between the two writes recomputes the days whose stamps it did not save.
+        write_atomic(values_path, lambda tmp: everything.write_parquet(tmp))
+        write_bytes_atomic(stamps_path, json.dumps(stamps, sort_keys=True).encode())
+    return everything.drop("_day")
