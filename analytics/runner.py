@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from gpuledger.lake_lock import publishing, rewriting
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
 CHUNK_DAYS = 7  # telemetry rollups computed and written this many UTC days at a time
+DAY_THREADS = 2  # days of the pass over raw samples computed at once (benchmarks/RESULTS.md, issue 15 item 1)
 _NO_ALLOCATIONS = pl.DataFrame(
     schema={c: d for c, d in schema.table("gpu_allocations").polars_schema.items() if c != "date"}
 )
@@ -291,7 +293,10 @@ def _telemetry_chunks(lake: Path, writer: LakeWriter, chunks: list[list[dt.date]
     gpu_5min's seconds include computing all three tables (they come from one pass over the samples)."""
     for chunk in chunks:
         mark = time.perf_counter()
-        outs = [telemetry_day(lake, d, lo, hi, allocs) for d in chunk]
+        # Two days at a time: a day of hourly samples is a chain of small queries whose Python and I/O overlap
+        # (polars releases the GIL); each day is computed alone, so the rows do not depend on it.
+        with ThreadPoolExecutor(DAY_THREADS) as pool:
+            outs = list(pool.map(lambda d: telemetry_day(lake, d, lo, hi, allocs), chunk))
         seconds = {"gpu_5min": time.perf_counter() - mark}
         rows = {}
         for job in TELEMETRY:
