@@ -60,10 +60,12 @@ def sync_body(search: str, model: str) -> dict:
         ("f-range", "end_date"),
         ("f-tenant", "value"),
         ("f-model", "value"),
+        ("f-cluster", "value"),
     ]
-    values = [search, "2026-11-01", "2026-11-30", None, model]
+    values = [search, "2026-11-01", "2026-11-30", None, model, None]  # cluster None: every cluster, the default
     return {
-        "output": "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value..",
+        "output": "..url.search...f-range.start_date...f-range.end_date...f-tenant.value...f-model.value"
+        "...f-cluster.value..",
         "outputs": [{"id": i, "property": p} for i, p in ids],
         "inputs": [{"id": i, "property": p, "value": v} for (i, p), v in zip(ids, values, strict=True)],
         "changedPropIds": ["f-model.value"],

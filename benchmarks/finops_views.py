@@ -11,7 +11,8 @@ For every view of sql/ it times, best of `--rounds`, through the same DuckDB hel
   is about;
 and, as the baseline in the same run, DuckDB reading the view's own Parquet files with `read_parquet` and no view
 (for views over other views: the files of the tables they read), the files as `gpuledger.lake.table_files` lists
-them, so the baseline follows the lake's layout. Raw telemetry tables are asked about their last week
+them, so the baseline follows the lake's layout. Raw telemetry tables, and node_claims (a view over gpu_samples,
+whose baseline reads gpu_samples' files), are asked about their last week
 (`WHERE date >= ...`, which prunes partitions), as one reads raw samples; one whole-year question over gpu_samples
 is timed once apart.
 Then `gpuledger export focus` for one month (a whole process, start-up included) against a bare
@@ -39,6 +40,9 @@ END = "2026-12-01T00:00:00Z"
 MONTH = "2026-11"
 LAST_WEEK = "2026-11-24"
 RAW = {"gpu_samples", "gpu_processes", "gpu_fields", "jobs", "nodes", "health_events", "admission_decisions"}
+# Views over raw telemetry: asked about the last week like the tables they read (a year of samples is the cost the
+# whole-year gpu_samples line already shows; node_claims' own header says to filter on `date`).
+RAW_VIEWS = {"node_claims"}
 
 # One analyst question per view: each groups the year by month, day, tenant or model. Months come from `date` (every
 # table's UTC day, a DATE), as docs/finops.md advises: date_trunc on a TIMESTAMPTZ goes through ICU's calendar
@@ -78,6 +82,8 @@ QUERIES = {
     "demand_forecast": "SELECT gpu_model, kind, avg(demand_gpus), avg(actual_gpus) FROM demand_forecast GROUP BY ALL",
     "idle_holds": "SELECT tenant, sum(share), max(idle_s) FROM idle_holds GROUP BY ALL",
     "pod_shapes": "SELECT workload, sum(pods) FROM pod_shapes GROUP BY ALL",
+    # Which node names two machines claimed, on how many days and for how long (5-minute buckets).
+    "node_claims": "SELECT cluster, node, count(*) AS days, sum(buckets) FROM node_claims GROUP BY ALL",
 }
 # Views over other views: the tables whose files they read (the baseline reads those).
 SOURCES = {
@@ -85,6 +91,7 @@ SOURCES = {
     "focus_cost": ("cost_allocation",),
     "queue_stats": ("job_stats",),
     "tenant_daily": ("cost_daily", "job_hourly"),
+    "node_claims": ("gpu_samples",),
 }
 
 
@@ -127,7 +134,7 @@ def main() -> None:
         if missing := sorted(set(sql_files()) - set(QUERIES)):
             sys.exit(f"benchmarks/finops_views.py: no analyst question in QUERIES for the view(s) {', '.join(missing)}")
         for name in sql_files():
-            week = f" WHERE date >= DATE '{LAST_WEEK}'" if name in RAW else ""
+            week = f" WHERE date >= DATE '{LAST_WEEK}'" if name in RAW | RAW_VIEWS else ""
             rows = q.execute(f"SELECT count(*) FROM {name}{week}", timeout_s=None).rows[0][0]
             query = QUERIES[name].replace(" GROUP BY", f"{week} GROUP BY") if week else QUERIES[name]
             # Raw tables: one round (each read lists and opens tens of thousands of files; see the docstring).
