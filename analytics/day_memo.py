@@ -40,8 +40,15 @@ def _stamps(lake: Path, table: str) -> dict[str, str]:
     return out
 
 
-def by_day(lake: Path, table: str, name: str, compute: Callable[[pl.LazyFrame], pl.DataFrame]) -> pl.DataFrame:
-    """compute(one day's rows of `table`) for every day of it, concatenated in day order."""
+def by_day(
+    lake: Path, table: str, name: str, compute: Callable[[pl.LazyFrame], pl.DataFrame], read_only: bool = False
+) -> pl.DataFrame:
+    """compute(one day's rows of `table`) for every day of it, concatenated in day order.
+
+    read_only: compute over the whole table and keep nothing, for a reader that must not write into the lake (the
+    webhook on an object-store lake)."""
+    if read_only:
+        return compute(scan(lake, table))
     memo = Path(lake) / "_state" / "analytics" / "memo"
     values_path, stamps_path = memo / f"{name}.parquet", memo / f"{name}.json"
     stamps = _stamps(lake, table)

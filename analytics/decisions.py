@@ -26,13 +26,14 @@ from gpuledger.lake import has_data
 ANY = "*"
 
 
-def known_models(lake: Path) -> list[str]:
+def known_models(lake: Path, read_only: bool = False) -> list[str]:
     """The GPU models the lake knows: its nodes' inventory, its telemetry's rollups and its allocations."""
-    return sorted(set().union(*models_by_cluster(lake).values()))
+    return sorted(set().union(*models_by_cluster(lake, read_only).values()))
 
 
-def models_by_cluster(lake: Path) -> dict[str, list[str]]:
-    """`known_models` of each cluster: a cluster's decision rows name the models it has, not another cluster's."""
+def models_by_cluster(lake: Path, read_only: bool = False) -> dict[str, list[str]]:
+    """`known_models` of each cluster: a cluster's decision rows name the models it has, not another cluster's.
+    read_only: nothing is written into the lake (no day memo; `day_memo.by_day`)."""
     found: dict[str, set[str]] = {}
     for table, column in (("nodes", "gpu_model"), ("gpu_hourly", "model"), ("gpu_allocations", "gpu_model")):
         if has_data(lake, table):
@@ -42,6 +43,7 @@ def models_by_cluster(lake: Path) -> dict[str, list[str]]:
                 table,
                 f"models-{table}",
                 lambda day, c=column: day.select("cluster", c).drop_nulls(c).unique().collect(),
+                read_only,
             )
             pairs = pairs.unique().sort(pl.all())
             for cluster, model in pairs.iter_rows():
@@ -53,10 +55,11 @@ def _pairs(rows: pl.LazyFrame, column: str) -> pl.DataFrame:
     return rows.select("cluster", column).drop_nulls(column).unique().collect()
 
 
-def checked_models(lake: Path, cfg: Config) -> list[str]:
+def checked_models(lake: Path, cfg: Config, read_only: bool = False) -> list[str]:
     """`known_models`, once every quota key of the config names one of them (ConfigError otherwise): what the
-    analytics and `gpuledger enforcer serve`/`check` call before they rely on the quotas."""
-    models = known_models(lake)
+    analytics and `gpuledger enforcer serve`/`check` call before they rely on the quotas (read_only: writing
+    nothing into the lake, as the webhook on an object-store lake must not)."""
+    models = known_models(lake, read_only)
     check_quota_models(cfg, models)
     return models
 

@@ -15,6 +15,7 @@ from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data
 from gpuledger.lake_lock import reading
+from gpuledger.lake_url import StoreUnreachable
 from gpuledger.query import Lake
 from gpuledger.spool import Spool
 
@@ -84,23 +85,28 @@ class AuditWriter:
     """The audit of every decision, crash-safe without slowing the answer.
 
     On the request path a decision is one record appended to this replica's write-ahead spool
-    (`<lake>/_spool/webhook-<replica>/`, the collector's WAL format): one write(2), about 60 us with its JSON,
-    after which it survives kill -9 of the webhook. A background thread fdatasyncs the spool every `sync_s` (so a
-    power loss costs at most that much) and turns it into admission_decisions Parquet every `flush_s` (a file per
-    flush: at every second a busy day would be 86,400 files before `compact` merges them). On start, the replica
-    replays what its own spool holds, and adopts the spools of replicas that are gone (a Deployment's pods get
-    new names when they restart): each live replica holds a lock on its spool, so only orphans are taken.
+    (`<lake>/_spool/webhook-<replica>/`, the collector's WAL format; for an `s3://` lake on local disk, in
+    `lake_url.default_spool_dir`'s folder, each flush then a new object written with If-None-Match): one
+    write(2), about 60 us with its JSON, after which it survives kill -9 of the webhook. A background thread fdatasyncs
+    the spool every `sync_s` (so a power loss costs at most that much) and turns it into admission_decisions Parquet
+    every `flush_s` (a file per flush: at every second a busy day would be 86,400 files before `compact` merges them).
+    On start, the replica replays what its own spool holds, and adopts the spools of replicas that are gone (a
+    Deployment's pods get new names when they restart): each live replica holds a lock on its spool, so only orphans are
+    taken.
 
     A decision the spool cannot take (a full or read-only lake) raises, so the server counts it and still answers;
     the writer counts them too and, at the first flush that can write, records how many and when in health_events
     (kind `audit_unspooled`), so the gap in admission_decisions is in the lake, not only in a log.
     """
 
-    def __init__(self, lake: Path, replica: str, cluster: str, flush_s: float = 30.0, sync_s: float = 1.0):
-        self.lake = Path(lake)
-        self.writer = LakeWriter(lake)
+    def __init__(
+        self, lake: Path | lake_url.S3Location, replica: str, cluster: str, flush_s: float = 30.0, sync_s: float = 1.0
+    ):
+        self.lake = lake_url.parse(lake)
+        self.writer = LakeWriter(self.lake)  # on S3 a flush is one new key per table and segment (If-None-Match)
         self.replica, self.cluster, self.flush_s, self.sync_s = replica, cluster, flush_s, sync_s
-        root = self.lake / "_spool"
+        # An object-store lake's spool stays on this machine's disk, where a collector's would (lake_url).
+        root = lake_url.default_spool_dir(self.lake, f"webhook-{replica}").parent
         self.spool = Spool(root / f"webhook-{replica}", f"webhook-{replica}", fsync=False)
         self.spool.lock()  # raises naming the live replica (pid, host) that holds it
         self._open = True
@@ -219,7 +225,21 @@ class AuditWriter:
         if self._thread.is_alive():
             self._thread.join(10)
         try:
-            self.flush()
+            self._last_flush()
         finally:
             self.spool.close()
             self._open = False
+
+    def _last_flush(self, waits_s: tuple[float, ...] = (1.0, 2.0, 4.0)) -> None:
+        """The flush on the way out. An object store that does not answer (restarting, a partition) gets a few
+        more tries within a pod's termination grace period; after them the decisions stay in the local spool, which
+        the next start (or a replica that adopts it) writes: one line, not a failed shutdown."""
+        for wait_s in (*waits_s, None):
+            try:
+                self.flush()
+                return
+            except StoreUnreachable as e:
+                if wait_s is None:
+                    log.error("audit: %s; the decisions stay in %s until a start writes them", e, self.spool.dir)
+                    return
+                time.sleep(wait_s)

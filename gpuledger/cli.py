@@ -58,8 +58,9 @@ class Ctx:
 # Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by name; the
 # others say so in one line instead of failing somewhere inside. Add a command once it works there (issue 16).
 # sql, views, dashboard and export focus read through the query helper (gpuledger/query.py), which reads an S3 lake
-# through polars scans.
-S3_COMMANDS = frozenset({"collect", "compact", "sql", "views", "dashboard", "focus"})
+# through polars scans; `enforcer serve`/`check` (by their names, "serve" and "check") read the decision table there
+# and spool the audit on local disk.
+S3_COMMANDS = frozenset({"collect", "compact", "sql", "views", "dashboard", "focus", "serve", "check"})
 
 
 class _LakeParam(click.ParamType):
@@ -664,10 +665,14 @@ def enforcer() -> None:
 
 def _checked_models(ctx: Ctx) -> list[str]:
     """The lake's GPU models once every quota key names one (ConfigError otherwise), read under the lake's read
-    lock: an analytics run or compaction may be replacing the files it reads (gpuledger.lake_lock)."""
+    lock: an analytics run or compaction may be replacing the files it reads (gpuledger.lake_lock). An object-store
+    lake has no lock (its objects are never replaced; a compaction's merge records say what to skip) and is read
+    without writing the analytics' day memos into it: the webhook only reads the lake."""
     from gpuledger.analytics.decisions import checked_models
     from gpuledger.lake_lock import reading
 
+    if isinstance(ctx.lake, lake_url.S3Location):
+        return checked_models(ctx.lake, ctx.cfg, read_only=True)
     with reading(ctx.lake):
         return checked_models(ctx.lake, ctx.cfg)
 

@@ -87,7 +87,7 @@ def test_the_commands_read_the_models_under_the_lakes_read_lock(cli, lake, tmp_p
 
     held = []
 
-    def spy(path):
+    def spy(path, *_):
         held.append(lake_lock._held.__dict__.get("depth", {}).get(os.path.abspath(path), 0) > 0)
         raise SystemExit(9)  # stop the command here: only the check's read is under test
 

@@ -1,0 +1,203 @@
+"""`gpuledger enforcer check` and `enforcer serve` on an object-store lake (moto's S3 server in its own process): an
+analysed local lake uploaded to a bucket gives the same decisions as the local lake, a quota key naming no model is
+the same one line, nothing is written into the lake but the audit, the served webhook's audit lands in the bucket
+(read back with `gpuledger sql`), and with the store stopped the webhook keeps deciding from the table it loaded
+while the audit waits in its local spool until the store answers again."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import obstore
+import pytest
+import yaml
+from s3_server import MotoServer
+from test_s3_views import upload
+
+from gpuledger import lake_url
+from gpuledger.lake_url import S3Location
+
+from conftest import END, REPO
+
+AT = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()  # the analysed lake's end: its table is fresh
+H100 = "NVIDIA H100 80GB HBM3"
+REVIEW = json.loads(
+    (REPO / "tests" / "fixtures" / "admission" / "kubewarden_loadtesting_pod_create_v1.json").read_text()
+)
+# The analysed lake's table is from END, long ago: any age is fresh, so the policies (not the failure mode) decide.
+FRESH = "[enforcer]\nmax_table_age_s = 1e12\n"
+
+
+def gpu_review(uid: str, gpus: int) -> dict:
+    """DERIVED from the kubewarden Pod CREATE: `gpus` H100s on its first container, in vision's namespace."""
+    doc = copy.deepcopy(REVIEW)
+    doc["request"].update(uid=uid, namespace="vision-train")
+    doc["request"]["object"]["metadata"]["namespace"] = "vision-train"
+    spec = doc["request"]["object"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+    spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return doc
+
+
+def serve(tmp_path, lake, replica: str, env: dict) -> tuple[subprocess.Popen, httpx.Client]:
+    """`gpuledger enforcer serve` as a process (as tests/enforcer/test_cli_enforcer.py runs it); returns it and an
+    HTTPS client once /healthz answers."""
+    tls = tmp_path / "tls"
+    if not tls.exists():
+        subprocess.run([sys.executable, "-m", "gpuledger.cli", "enforcer", "certs", "--out", str(tls)], check=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env.pop("KUBERNETES_SERVICE_HOST", None)  # not in a pod, whatever runs the tests
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuledger.cli", "enforcer", "serve", "--cert", str(tls / "tls.crt")]
+        + ["--key", str(tls / "tls.key"), "--port", str(port), "--host", "127.0.0.1", "--lake", str(lake)]
+        + ["--replica", replica],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    # verify=False: the certificate names the Service, not 127.0.0.1 (test_server_tls checks it against the CA).
+    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=10)
+    deadline = time.time() + 60
+    while True:
+        try:
+            if client.get("/healthz").status_code == 200:
+                return p, client
+        except httpx.HTTPError:
+            if time.time() > deadline or p.poll() is not None:
+                p.kill()
+                raise AssertionError("enforcer serve did not start: " + p.communicate()[1]) from None
+            time.sleep(0.2)
+
+
+def stop(p: subprocess.Popen) -> str:
+    """SIGTERM, what the kubelet sends: the audit is flushed on the way out. Returns its stderr."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        err = p.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("enforcer serve did not stop: " + p.communicate()[1]) from None
+    assert "Traceback" not in err, err
+    return err
+
+
+def keys(lake: S3Location) -> set[str]:
+    return {o["path"] for batch in obstore.list(lake_url.object_store(lake), prefix=lake.key + "/") for o in batch}
+
+
+@pytest.fixture
+def s3_lake(s3, analysed_lake) -> S3Location:
+    lake = S3Location(s3.bucket, "fleet/lake")
+    assert upload(analysed_lake, lake) > 20
+    return lake
+
+
+def test_check_decides_on_s3_as_on_the_local_lake_and_writes_nothing(cli, s3_lake, analysed_lake, tmp_path):
+    pods = [REVIEW["request"]["object"], gpu_review("u-big", 100)["request"]["object"]]
+    f = tmp_path / "pods.yaml"
+    f.write_text(yaml.safe_dump_all(pods))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(FRESH)
+    before = keys(s3_lake)
+    local = cli("enforcer", "check", f, "--lake", analysed_lake, "--config", cfg, "--at", AT)
+    remote = cli("enforcer", "check", f, "--lake", str(s3_lake), "--config", cfg, "--at", AT)
+    assert local.exit_code == 3, local.output  # the 100 H100s are over vision's quota of 40
+    assert f"of 40 {H100} GPUs; this Pod asks 100" in local.output
+    assert (remote.exit_code, remote.output) == (local.exit_code, local.output)
+    # No day memo (nor anything else) written into the lake by a reader.
+    assert keys(s3_lake) == before
+
+
+def test_a_quota_key_naming_no_model_is_the_same_line_on_s3(cli, s3_lake, analysed_lake, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[tenants]]\nname = "vision"\nnamespaces = ["vision-train"]\n[tenants.quota]\n"H10" = 1\n')
+    out = []
+    for lake in (analysed_lake, str(s3_lake)):
+        r = cli("enforcer", "check", "-", "--config", cfg, "--lake", lake, input="")
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        out.append(r.output)
+    assert out[0] == out[1]
+    assert f"{cfg}: tenants[0] (vision).quota.H10: names no GPU model in the lake (known: " in out[0]
+
+
+def _sql(cli, lake: str, query: str) -> list[dict]:
+    r = cli("sql", "--lake", lake, "--format", "json", query)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+@pytest.mark.slow
+def test_served_on_s3_as_on_the_local_lake_and_the_audit_survives_a_store_outage(
+    cli, moto_server, analysed_lake, tmp_path, monkeypatch
+):
+    (tmp_path / "c.toml").write_text(FRESH)
+    env = os.environ | {
+        "GPULEDGER_CONFIG": str(tmp_path / "c.toml"),
+        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),  # where the S3 lake's audit spool goes
+    }
+    first = [REVIEW, gpu_review("u-deny", 100), gpu_review("u-small", 1)]
+    # The local lake's answers, from the same command.
+    local = tmp_path / "local"
+    shutil.copytree(analysed_lake, local)
+    p, client = serve(tmp_path, local, "r1", dict(env))
+    want = [client.post("/validate", json=r).json()["response"] for r in first]
+    client.close()
+    stop(p)
+    assert [r["allowed"] for r in want] == [True, False, True]
+
+    # Its own server: this test stops it, and moto forgets every object when it stops (saved and put back).
+    with MotoServer(moto_server.python) as srv:
+        srv.create_bucket("lake-hook")
+        for k, v in srv.env().items():
+            monkeypatch.setenv(k, v)
+        lake = S3Location("lake-hook", "p")
+        upload(analysed_lake, lake)
+        p, client = serve(tmp_path, str(lake), "r1", env | srv.env())
+        try:
+            assert client.get("/readyz").status_code == 200  # the decision table, read from the bucket
+            assert [client.post("/validate", json=r).json()["response"] for r in first] == want
+            kept = srv.save("lake-hook")
+            srv.stop()
+            # The store is gone: decisions go on from the table loaded, the audit waits in the local spool.
+            during = [
+                client.post("/validate", json=gpu_review(f"u-out-{i}", n)).json()["response"]
+                for i, n in enumerate((1, 100))
+            ]
+            assert [(r["uid"], r["allowed"]) for r in during] == [("u-out-0", True), ("u-out-1", False)]
+            # The webhook counts what it admitted since the table was loaded: u-small and u-out-0, one GPU each.
+            held = float(re.match(r"tenant vision uses (\S+) of", want[1]["status"]["message"]).group(1))
+            assert during[1]["status"]["message"] == (
+                f"tenant vision uses {held + 2:g} of 40 {H100} GPUs; this Pod asks 100 "
+                f"(quota exceeded by {held + 2 + 100 - 40:g})"
+            )
+            client.close()
+            srv.start()
+            srv.load("lake-hook", kept)
+        finally:
+            stop(p)
+        rows = _sql(cli, str(lake), "SELECT uid, node, decision FROM admission_decisions ORDER BY uid")
+        spool = tmp_path / "state" / "gpuledger" / "spool" / "s3" / "lake-hook" / "p" / "webhook-r1"
+        assert spool.is_dir() and not [f for f in spool.glob("seg-*.wal") if f.stat().st_size]
+    uids = [REVIEW["request"]["uid"], "u-deny", "u-out-0", "u-out-1", "u-small"]
+    decision = ["allow", "deny", "allow", "deny", "allow"]
+    assert rows == sorted(
+        ({"uid": u, "node": "r1", "decision": d} for u, d in zip(uids, decision, strict=True)), key=lambda r: r["uid"]
+    )
+    # The local lake's audit has the same rows for the same reviews.
+    local_rows = _sql(cli, str(local), "SELECT uid, node, decision FROM admission_decisions ORDER BY uid")
+    assert local_rows == [r for r in rows if not r["uid"].startswith("u-out")]
