@@ -201,3 +201,44 @@ def test_served_on_s3_as_on_the_local_lake_and_the_audit_survives_a_store_outage
     # The local lake's audit has the same rows for the same reviews.
     local_rows = _sql(cli, str(local), "SELECT uid, node, decision FROM admission_decisions ORDER BY uid")
     assert local_rows == [r for r in rows if not r["uid"].startswith("u-out")]
+
+
+@pytest.mark.slow
+def test_stopped_while_the_store_is_down_the_next_start_writes_the_spooled_audit(
+    cli, moto_server, analysed_lake, tmp_path, monkeypatch
+):
+    (tmp_path / "c.toml").write_text(FRESH)
+    env = os.environ | {
+        "GPULEDGER_CONFIG": str(tmp_path / "c.toml"),
+        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+    spool = tmp_path / "state" / "gpuledger" / "spool" / "s3" / "lake-down" / "p" / "webhook-r1"
+    with MotoServer(moto_server.python) as srv:
+        srv.create_bucket("lake-down")
+        for k, v in srv.env().items():
+            monkeypatch.setenv(k, v)
+        lake = S3Location("lake-down", "p")
+        upload(analysed_lake, lake)
+        p, client = serve(tmp_path, str(lake), "r1", env | srv.env())
+        try:
+            kept = srv.save("lake-down")
+            srv.stop()
+            answers = [client.post("/validate", json=gpu_review(f"u-{n}", n)).json()["response"] for n in (1, 100)]
+            assert [r["allowed"] for r in answers] == [True, False]
+            client.close()
+        finally:
+            err = stop(p)  # the store never came back: the last flush gives up, one line
+        assert "unreachable" in err and f"the decisions stay in {spool} until a start writes them" in err
+        assert [f for f in spool.glob("seg-*.wal") if f.stat().st_size]
+        srv.start()
+        srv.load("lake-down", kept)
+        p, client = serve(tmp_path, str(lake), "r1", env | srv.env())  # its start writes what the spool kept
+        client.close()
+        stop(p)
+        rows = _sql(cli, str(lake), "SELECT uid, node, decision FROM admission_decisions ORDER BY uid")
+    assert rows == [
+        {"uid": "u-1", "node": "r1", "decision": "allow"},
+        {"uid": "u-100", "node": "r1", "decision": "deny"},
+    ]
+    assert not [f for f in spool.glob("seg-*.wal") if f.stat().st_size]
