@@ -203,3 +203,20 @@ class S3:
     bucket: str
     env: dict[str, str]  # AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (+ DEFAULT_REGION)
     server: MotoServer
+
+
+def upload(local: Path, lake) -> int:
+    """Every file of the local lake (its spool aside: a collector's own) under the lake's prefix (an
+    `S3Location`), same relative keys. Returns how many."""
+    import obstore  # here: the server's own code above runs without our package
+
+    from gpuledger import lake_url
+
+    store = lake_url.object_store(lake)
+    n = 0
+    for f in sorted(local.rglob("*")):
+        rel = f.relative_to(local)
+        if f.is_file() and rel.parts[0] != "_spool":
+            obstore.put(store, (lake / rel.as_posix()).key, f.read_bytes())
+            n += 1
+    return n

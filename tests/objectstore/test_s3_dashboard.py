@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from test_s3_views import upload
+from s3_server import upload
 
 from gpuledger.dashboards.app import PAGES, create_app
 from gpuledger.lake_url import S3Location

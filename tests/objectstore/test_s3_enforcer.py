@@ -22,8 +22,7 @@ import httpx
 import obstore
 import pytest
 import yaml
-from s3_server import MotoServer
-from test_s3_views import upload
+from s3_server import MotoServer, upload
 
 from gpuledger import lake_url
 from gpuledger.lake_url import S3Location

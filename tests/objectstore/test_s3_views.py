@@ -8,31 +8,18 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import obstore
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from s3_server import upload
 
 from gpuledger import lake_url
 from gpuledger.config import defaults
 from gpuledger.errors import QueryError
 from gpuledger.lake_url import S3Location
 from gpuledger.query import Lake, sql_files
-
-
-def upload(local: Path, lake: S3Location) -> int:
-    """Every file of the local lake (its spool aside: a collector's own) under the lake's prefix, same relative
-    keys. Returns how many."""
-    store = lake_url.object_store(lake)
-    n = 0
-    for f in sorted(local.rglob("*")):
-        rel = f.relative_to(local)
-        if f.is_file() and rel.parts[0] != "_spool":
-            obstore.put(store, (lake / rel.as_posix()).key, f.read_bytes())
-            n += 1
-    return n
 
 
 @pytest.fixture
