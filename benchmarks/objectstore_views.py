@@ -27,26 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import obstore  # noqa: E402
 from _proc import gpuledger as gl  # noqa: E402
 from finops_views import END, QUERIES  # noqa: E402
-from s3_server import MotoServer  # noqa: E402
+from s3_server import MotoServer, upload  # noqa: E402
 
 from gpuledger import lake_url  # noqa: E402
 from gpuledger.query import Lake  # noqa: E402
 
 VIEWS = ("tenant_daily", "queue_stats", "focus_cost")
-
-
-def upload(local: Path, lake: lake_url.S3Location) -> int:
-    store = lake_url.object_store(lake)
-    n = 0
-    for f in sorted(local.rglob("*")):
-        rel = f.relative_to(local)
-        if f.is_file() and rel.parts[0] != "_spool":
-            obstore.put(store, (lake / rel.as_posix()).key, f.read_bytes())
-            n += 1
-    return n
 
 
 def median_s(f, rounds: int) -> float:
