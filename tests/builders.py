@@ -182,3 +182,63 @@ def derived_with_limits(limits: dict, annotations: dict | None = None) -> dict:
     c["resources"] = {"limits": dict(limits), "requests": dict(limits)}
     d["metadata"]["annotations"] = annotations or {}
     return d
+
+
+# -- the webhook as a process ---------------------------------------------------------------------------------------
+def serve_enforcer(tmp_path: Path, lake, replica: str, env: dict | None = None, start_s: float = 30):
+    """`gpuledger enforcer serve` as a process, with certificates made once under tmp_path/tls; returns it and an
+    HTTPS client once /healthz answers (within `start_s`: an object-store lake's start lists the bucket)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    tls = tmp_path / "tls"
+    if not tls.exists():
+        subprocess.run([sys.executable, "-m", "gpuledger.cli", "enforcer", "certs", "--out", str(tls)], check=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    if env is None:
+        env = os.environ | {"GPULEDGER_CONFIG": "", "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
+    env = dict(env)
+    env.pop("KUBERNETES_SERVICE_HOST", None)  # not in a pod, whatever runs the tests
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuledger.cli", "enforcer", "serve", "--cert", str(tls / "tls.crt")]
+        + ["--key", str(tls / "tls.key"), "--port", str(port), "--host", "127.0.0.1", "--lake", str(lake)]
+        + ["--replica", replica],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    # verify=False: the certificate names the Service, not 127.0.0.1 (test_server_tls checks it against the CA).
+    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=10)
+    deadline = time.time() + start_s
+    while True:
+        try:
+            if client.get("/healthz").status_code == 200:
+                return p, client
+        except httpx.HTTPError:
+            if time.time() > deadline or p.poll() is not None:
+                p.kill()
+                raise AssertionError("enforcer serve did not start: " + p.communicate()[1]) from None
+            time.sleep(0.2)
+
+
+def stop_enforcer(p, sig: int | None = None, wait_s: float = 30) -> str:
+    """Signal the served webhook (SIGINT, Ctrl-C, unless told) and return its stderr, which has no traceback."""
+    import signal
+    import subprocess
+
+    p.send_signal(signal.SIGINT if sig is None else sig)
+    try:
+        err = p.communicate(timeout=wait_s)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("enforcer serve did not stop: " + p.communicate()[1]) from None
+    assert "Traceback" not in err, err
+    return err

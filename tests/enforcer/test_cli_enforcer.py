@@ -5,17 +5,12 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
-
-import httpx
-from click.testing import CliRunner
 
 from gpuledger.config import TENANT_LABEL
 from gpuledger.query import Lake
 
+from builders import serve_enforcer, stop_enforcer
 from conftest import REPO
 from k8s_apiserver import RecordedApiServer
 
@@ -40,50 +35,11 @@ def test_serve_refuses_a_bad_certificate(cli, tmp_path):
 
 
 def serve(tmp_path, lake, replica, env=None):
-    """`gpuledger enforcer serve` as a process; returns it and an HTTPS client once /healthz answers."""
-    if not (tmp_path / "tls").exists():
-        from gpuledger.cli import main
-
-        CliRunner().invoke(main, ["enforcer", "certs", "--out", str(tmp_path / "tls")])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    if env is None:
-        env = os.environ | {"GPULEDGER_CONFIG": "", "KUBECONFIG": str(tmp_path / "no-kubeconfig")}
-    env.pop("KUBERNETES_SERVICE_HOST", None)  # not in a pod, whatever runs the tests
-    tls = tmp_path / "tls"
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gpuledger.cli", "enforcer", "serve", "--cert", str(tls / "tls.crt")]
-        + ["--key", str(tls / "tls.key"), "--port", str(port), "--host", "127.0.0.1", "--lake", str(lake)]
-        + ["--replica", replica],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    # verify=False: the certificate names the Service, not 127.0.0.1 (test_server_tls checks it against the CA).
-    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=5)
-    deadline = time.time() + 30
-    while True:
-        try:
-            if client.get("/healthz").status_code == 200:
-                return p, client
-        except httpx.HTTPError:
-            if time.time() > deadline or p.poll() is not None:
-                p.kill()
-                raise AssertionError("enforcer serve did not start: " + p.communicate()[1]) from None
-            time.sleep(0.2)
+    return serve_enforcer(tmp_path, lake, replica, env)
 
 
 def stop(p, sig=signal.SIGINT) -> str:
-    p.send_signal(sig)
-    try:
-        err = p.communicate(timeout=30)[1]
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError("enforcer serve did not stop on Ctrl-C: " + p.communicate()[1]) from None
-    assert "Traceback" not in err, err
-    return err
+    return stop_enforcer(p, sig)
 
 
 def gpu_request(uid, namespace, gpus):

@@ -13,12 +13,7 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import sys
-import time
 
-import httpx
 import obstore
 import pytest
 import yaml
@@ -27,6 +22,7 @@ from s3_server import MotoServer, upload
 from gpuledger import lake_url
 from gpuledger.lake_url import S3Location
 
+from builders import serve_enforcer, stop_enforcer
 from conftest import END, REPO
 
 AT = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()  # the analysed lake's end: its table is fresh
@@ -49,49 +45,13 @@ def gpu_review(uid: str, gpus: int) -> dict:
     return doc
 
 
-def serve(tmp_path, lake, replica: str, env: dict) -> tuple[subprocess.Popen, httpx.Client]:
-    """`gpuledger enforcer serve` as a process (as tests/enforcer/test_cli_enforcer.py runs it); returns it and an
-    HTTPS client once /healthz answers."""
-    tls = tmp_path / "tls"
-    if not tls.exists():
-        subprocess.run([sys.executable, "-m", "gpuledger.cli", "enforcer", "certs", "--out", str(tls)], check=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env.pop("KUBERNETES_SERVICE_HOST", None)  # not in a pod, whatever runs the tests
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gpuledger.cli", "enforcer", "serve", "--cert", str(tls / "tls.crt")]
-        + ["--key", str(tls / "tls.key"), "--port", str(port), "--host", "127.0.0.1", "--lake", str(lake)]
-        + ["--replica", replica],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    # verify=False: the certificate names the Service, not 127.0.0.1 (test_server_tls checks it against the CA).
-    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=10)
-    deadline = time.time() + 60
-    while True:
-        try:
-            if client.get("/healthz").status_code == 200:
-                return p, client
-        except httpx.HTTPError:
-            if time.time() > deadline or p.poll() is not None:
-                p.kill()
-                raise AssertionError("enforcer serve did not start: " + p.communicate()[1]) from None
-            time.sleep(0.2)
+def serve(tmp_path, lake, replica: str, env: dict):
+    return serve_enforcer(tmp_path, lake, replica, env, start_s=60)
 
 
-def stop(p: subprocess.Popen) -> str:
+def stop(p) -> str:
     """SIGTERM, what the kubelet sends: the audit is flushed on the way out. Returns its stderr."""
-    p.send_signal(signal.SIGTERM)
-    try:
-        err = p.communicate(timeout=60)[1]
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError("enforcer serve did not stop: " + p.communicate()[1]) from None
-    assert "Traceback" not in err, err
-    return err
+    return stop_enforcer(p, signal.SIGTERM, wait_s=60)
 
 
 def keys(lake: S3Location) -> set[str]:
