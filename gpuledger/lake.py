@@ -242,6 +242,28 @@ def has_data(root: Path | str, table_name: str) -> bool:
     return base.is_dir() and next(base.glob(schema.table(table_name).file_glob), None) is not None
 
 
+def scan_objects(table_name: str, files: list, with_file_columns: bool = False) -> pl.LazyFrame:
+    """The table's rows from these objects of an object-store lake: the file's columns and the hive `date` (missing
+    columns null), and with `with_file_columns` a `filename` and a `file_row_number` (a row number across the files
+    in their listed order: increasing within each file, which is all the views' tie-break by (filename,
+    file_row_number) needs). No objects: no rows, the same shape."""
+    t = schema.table(table_name)
+    extra = {"filename": pl.String, "file_row_number": pl.UInt32} if with_file_columns else {}
+    if not files:
+        return pl.LazyFrame(schema=dict(t.polars_schema) | extra)
+    lf = pl.scan_parquet(
+        [str(f) for f in files],
+        hive_partitioning=True,
+        hive_schema={"date": pl.Date},
+        missing_columns="insert",
+        schema=t.file_schema,
+        storage_options=lake_url.storage_options(),
+        include_file_paths="filename" if with_file_columns else None,
+        row_index_name="file_row_number" if with_file_columns else None,
+    )
+    return lf.select([*t.column_names, *extra])
+
+
 def scan(root: Path | str, table_name: str, date: dt.date | None = None) -> pl.LazyFrame:
     """The one polars reader of the lake: a LazyFrame with the table's full schema (empty if no files).
 
@@ -251,17 +273,7 @@ def scan(root: Path | str, table_name: str, date: dt.date | None = None) -> pl.L
     t = schema.table(table_name)
     glob = t.file_glob if date is None else t.file_glob.replace("date=*", f"date={date.isoformat()}", 1)
     if isinstance(root := lake_url.parse(root), lake_url.S3Location):
-        files = lake_url.glob(root / table_name, glob)
-        if not files:
-            return pl.LazyFrame(schema=t.polars_schema)
-        return pl.scan_parquet(
-            [str(f) for f in files],
-            hive_partitioning=True,
-            hive_schema={"date": pl.Date},
-            missing_columns="insert",
-            schema=t.file_schema,
-            storage_options=lake_url.storage_options(),
-        ).select(t.column_names)
+        return scan_objects(table_name, lake_url.glob(root / table_name, glob))
     if not has_data(root, table_name) or (date is not None and next(Path(root, table_name).glob(glob), None) is None):
         return pl.LazyFrame(schema=t.polars_schema)
     lf = pl.scan_parquet(

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from gpuledger import lake_url, schema
 from gpuledger.errors import LakeError, QueryError, UsageError
-from gpuledger.lake import has_data, table_files
+from gpuledger.lake import has_data, scan_objects, table_files
 from gpuledger.lake_lock import reading
 
 LAKE_VARIABLE = "gpuledger_lake"
@@ -79,31 +79,9 @@ def duckdb_type(dtype: pl.DataType) -> str:
 
 
 # A table view's read of its files, as gpuledger/schema_sql.py writes it: on an object-store lake it reads the
-# registered `_lake_<table>` relation instead (_s3_relation), the rest of the view's SQL unchanged.
+# registered `_lake_<table>` relation instead (gpuledger.lake.scan_objects; polars, not DuckDB over fsspec: 100x
+# faster over 30 objects, docs/design/16-object-store.md), the rest of the view's SQL unchanged.
 _TABLE_READ = re.compile(r"read_parquet\(getvariable\('gpuledger_lake'\) \|\| '/(\w+)/[^']*',([^)]*)\)")
-
-
-def _s3_relation(name: str, files: list, with_file_columns: bool) -> pl.LazyFrame:
-    """A polars scan of `files` (one table's objects) with the columns the view's read_parquet gives: the file's
-    columns and the hive `date` (missing columns null, as union_by_name), and with `with_file_columns` a `filename`
-    and a `file_row_number` (a row number across the files in their listed order: increasing within each file,
-    which is all the views' tie-break by (filename, file_row_number) needs). polars, not DuckDB over fsspec: 100x
-    faster over 30 objects (docs/design/16-object-store.md)."""
-    t = schema.table(name)
-    extra = {"filename": pl.String, "file_row_number": pl.UInt32} if with_file_columns else {}
-    if not files:  # every object gone since the view was defined (a table emptied by hand): no rows, same shape
-        return pl.LazyFrame(schema=dict(t.polars_schema) | extra)
-    lf = pl.scan_parquet(
-        [str(f) for f in files],
-        hive_partitioning=True,
-        hive_schema={"date": pl.Date},
-        missing_columns="insert",
-        schema=t.file_schema,
-        storage_options=lake_url.storage_options(),
-        include_file_paths="filename" if with_file_columns else None,
-        row_index_name="file_row_number" if with_file_columns else None,
-    )
-    return lf.select([*t.column_names, *extra])
 
 
 def sql_files() -> dict[str, str]:
@@ -389,7 +367,7 @@ class Lake:
     the catalog (duckdb_views(), information_schema, SHOW) gets every view first.
 
     `root` may be an object-store lake (s3://bucket/prefix): there each query lists the tables it reads again (as
-    a glob is listed again on a local lake) and reads them through registered polars scans (_s3_relation).
+    a glob is listed again on a local lake) and reads them through registered polars scans (lake.scan_objects).
     """
 
     def __init__(
@@ -466,7 +444,7 @@ class Lake:
         if read is None or read.group(1) != name:  # the generator and this pattern disagree: say so, not misread
             raise QueryError(f"sql/{name}.sql does not read its files as gpuledger/schema_sql.py writes them")
         try:
-            self.con.register(f"_lake_{name}", _s3_relation(name, files, "filename = true" in read.group(2)))
+            self.con.register(f"_lake_{name}", scan_objects(name, files, "filename = true" in read.group(2)))
             if self._loaded.get(name) is not False:
                 self.con.execute(_TABLE_READ.sub(f"_lake_{name}", text, count=1))
                 self._loaded[name] = False
