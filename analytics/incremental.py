@@ -124,9 +124,6 @@ class _State:
         write_bytes_atomic(self.dir / "state.json", json.dumps(meta, sort_keys=True).encode())
 
 
-_stamp_day = stamp_day
-
-
 def _changed_intervals(old: pl.DataFrame, new: pl.DataFrame) -> set[dt.date]:
     """Days whose allocation intervals differ between two runs (see the module docstring)."""
     key = [c for c in _ALLOC_KEY if c in new.columns]
@@ -524,12 +521,18 @@ def _add_counts(prev: pl.DataFrame, after: pl.DataFrame, before: pl.DataFrame) -
     return out.filter(pl.col("n") != 0)
 
 
-def _write_scoped(
-    lake: Path, writer: LakeWriter, table: str, out: pl.DataFrame, days: set[dt.date] | None, sort: list[str]
+def write_changed_partitions(
+    lake: Path,
+    writer: LakeWriter,
+    table: str,
+    out: pl.DataFrame,
+    days: set[dt.date] | None = None,
+    sort: list[str] | None = None,
 ) -> tuple[int, int]:
-    """The table's partitions of `days` (all of them when None) become `out`'s rows of those days: only those whose
-    rows changed are written (a content hash per partition in `_state/analytics/<table>.partitions.json`), and a
-    day without rows loses its file."""
+    """The table's partitions of `days` (all of them when None) become `out`'s rows of those days (sorted by `sort`,
+    else as they come): only those whose rows changed are written (a content hash per partition in
+    `_state/analytics/<table>.partitions.json`: a run touches a handful of files, not thousands; a missing file is
+    written regardless), and a day without rows loses its file. Returns (days, rows) written or kept."""
     t = schema.table(table)
     out = _with_date(table, out) if out.height else out
     manifest_path = Path(lake) / "_state" / "analytics" / f"{table}.partitions.json"
@@ -537,20 +540,18 @@ def _write_scoped(
         manifest = json.loads(manifest_path.read_text())
     except (FileNotFoundError, ValueError):
         manifest = {}
-    on_disk = {_stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)}
+    on_disk = {stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)}
     if days is None:
         scope = on_disk | (set(out["date"].unique().to_list()) if out.height else set())
     else:
         scope = days
-    if days is None:
-        manifest = {}
     changed, have = [], set()
     if out.height:
         for (d,), part in out.partition_by("date", as_dict=True).items():
             if d not in scope:
                 continue
             have.add(d)
-            part = part.sort(sort, nulls_last=True)
+            part = part if sort is None else part.sort(sort, nulls_last=True)
             rel = f"date={d.isoformat()}"
             digest = str(part.hash_rows(seed=0).sum())
             if manifest.get(rel) != digest or not Path(lake, table, rel, f"part-{table}.parquet").exists():
@@ -587,7 +588,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     first_tick = _tick_of(plan.first_submitted)
     scope = None
     if not full:
-        scope = {_stamp_day(str(p.relative_to(lake))) for p in Path(lake, "gpu_allocations").glob("date=*/*.parquet")}
+        scope = {stamp_day(str(p.relative_to(lake))) for p in Path(lake, "gpu_allocations").glob("date=*/*.parquet")}
         if plan.load_from is not None:
             scope = {d for d in scope if d >= plan.load_from}
             scope |= {plan.load_from + dt.timedelta(days=k) for k in range((now.date() - plan.load_from).days + 1)}
@@ -641,7 +642,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     mark = time.perf_counter()
     in_scope = plan.allocs.filter(_start(plan.load_from))
     write_scope = None if plan.load_from is None else scope  # None: every partition
-    days_w, rows_w = _write_scoped(lake, writer, "gpu_allocations", in_scope, write_scope, _ALLOC_SORT)
+    days_w, rows_w = write_changed_partitions(lake, writer, "gpu_allocations", in_scope, write_scope, _ALLOC_SORT)
     reports.append(("gpu_allocations", days_w, rows_w, time.perf_counter() - mark))
 
     if full:  # days an earlier version wrote that have no rows now
@@ -749,7 +750,7 @@ def _write_job_stats(lake: Path, writer: LakeWriter, plan: Plan, dirty) -> tuple
         cost = scan(lake, "cost_allocation").select(*KEY, "period_start", "gpu_uuid", "slice_uuid", "cost_usd")
         use = use_and_cost(hours.collect(), cost.collect())
         out = plan.stats.join(use, on=KEY, how="left")
-        return _write_scoped(lake, writer, "job_stats", out, None, KEY)
+        return write_changed_partitions(lake, writer, "job_stats", out, None, KEY)
     days = sorted(dirty["job_hourly"] | dirty["cost_allocation"])
     hit = pl.concat(
         [_overlapping(plan.allocs, _midnight(d), _midnight(d) + DAY, clip=False).select(KEY) for d in days]
@@ -766,5 +767,5 @@ def _write_job_stats(lake: Path, writer: LakeWriter, plan: Plan, dirty) -> tuple
         hit, on=KEY, how="anti"
     )
     out = pl.concat([kept, fresh.select(kept.columns)], how="vertical_relaxed").drop("date")
-    days_w, _ = _write_scoped(lake, writer, "job_stats", out, parts, KEY)
+    days_w, _ = write_changed_partitions(lake, writer, "job_stats", out, parts, KEY)
     return days_w, fresh.height

@@ -25,13 +25,13 @@ from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cl
 from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
-from gpuledger.analytics.incremental import Plan, job_tables, prepare
+from gpuledger.analytics.incremental import Plan, job_tables, prepare, write_changed_partitions
 from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
 from gpuledger.lake import LakeWriter, has_data, scan
-from gpuledger.lake_lock import publishing, rewriting
+from gpuledger.lake_lock import rewriting
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
@@ -402,38 +402,8 @@ def _fragmentation(
 
 
 def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tuple[int, int]:
-    """Recompute a job-level table; rewrite only the partitions whose rows changed since the last run.
-
-    A manifest of per-partition content hashes (`_state/analytics/<table>.partitions.json`) makes an incremental
-    run touch a handful of files instead of thousands; a missing or edited file is rewritten regardless.
-    """
-    t = schema.table(job)
-    out = lf.with_columns(pl.col(t.time_column).dt.date().alias("date")).collect()
-    manifest_path = Path(lake) / "_state" / "analytics" / f"{job}.partitions.json"
-    try:
-        before = json.loads(manifest_path.read_text())
-    except (FileNotFoundError, ValueError):
-        before = {}
-    after, changed = {}, []
-    for key, part in out.partition_by(["date"], as_dict=True).items():
-        rel = f"date={key[0].isoformat()}"
-        digest = str(part.hash_rows(seed=0).sum())
-        after[rel] = digest
-        if before.get(rel) != digest or not (Path(lake, job, rel) / f"part-{job}.parquet").exists():
-            changed.append(part)
-    if changed:
-        writer.write_partitions(job, pl.concat(changed), job)
-    gone = [
-        old  # a partition this table no longer has rows in (e.g. a job that got its node)
-        for old in Path(lake, job).glob(t.file_glob.replace("*.parquet", f"part-{job}.parquet"))
-        if str(old.parent.relative_to(Path(lake, job))) not in after
-    ]
-    if gone:
-        with publishing(lake):  # not from under a query that listed it (gpuledger.lake_lock)
-            for old in gone:
-                old.unlink()
-    write_bytes_atomic(manifest_path, json.dumps(after, sort_keys=True).encode())
-    return (out["date"].n_unique() if out.height else 0), out.height
+    """A snapshot table recomputed whole; only the partitions whose rows changed are rewritten."""
+    return write_changed_partitions(lake, writer, job, lf.collect())
 
 
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
