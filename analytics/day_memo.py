@@ -11,33 +11,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
+from gpuledger.analytics.job_state import file_stamps, stamp_day
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.lake import scan
 
 
 def _stamps(lake: Path, table: str) -> dict[str, str]:
-    """{day: its files' names, mtimes and sizes}; os.scandir, not a glob: a year is 365 folders on every run."""
-    out: dict[str, str] = {}
-    base = Path(lake, table)
-    if not base.is_dir():
-        return out
-    for folder in os.scandir(base):
-        if not (folder.is_dir() and folder.name.startswith("date=")):
-            continue
-        files = sorted(
-            (f.name, f.stat().st_mtime_ns, f.stat().st_size)
-            for f in os.scandir(folder.path)
-            if f.name.endswith(".parquet") and f.is_file()
-        )
-        if files:
-            out[folder.name.removeprefix("date=")] = json.dumps(files)
-    return out
+    """{day: its files' names, mtimes and sizes}, from the table's file stamps (analytics/job_state.py)."""
+    days: dict[str, list] = {}
+    for rel, (mtime_ns, size) in file_stamps(lake, table).items():
+        days.setdefault(stamp_day(rel).isoformat(), []).append([Path(rel).name, mtime_ns, size])
+    return {d: json.dumps(v) for d, v in days.items()}
 
 
 def by_day(
