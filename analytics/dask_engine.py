@@ -1,13 +1,15 @@
 """The pass over raw samples on a Dask cluster: `gpuledger analyze --scheduler tcp://HOST:8786`.
 
 Each task is one UTC day, and runs the function the local path runs (runner.telemetry_day) on a worker that reads
-the lake at the same path (a shared filesystem; an object-store lake is for later). The worker writes its day's
-files into a staging folder of the lake, `_state/staging/<run>/`, outside every table's glob, so no reader sees
-them. The client publishes a chunk's files (a rename each, LakeWriter.publish_staged) only once every task of the
-chunk has succeeded: a worker killed mid-task leaves at most a file in staging, never a partial or duplicated
-partition. Dask reruns a task whose worker died (up to `distributed.scheduler.allowed-failures` times); a task
-that still fails fails the run with one line naming its days, and the next run redoes them (the watermark moves
-only after the whole pass).
+the lake at the same path (a shared filesystem) or the same object-store lake. On a filesystem the worker writes its
+day's files into a staging folder of the lake, `_state/staging/<run>/`, outside every table's glob, so no reader
+sees them. The client publishes a chunk's files (a rename each, LakeWriter.publish_staged) only once every task of
+the chunk has succeeded: a worker killed mid-task leaves at most a file in staging, never a partial or duplicated
+partition. On an object store the worker returns its day's Parquet objects to the client (a day of 1,000 GPUs'
+rollups is a few MB), which puts a chunk's objects once every task of it succeeded: nothing is staged, so nothing is
+left. Dask reruns a task whose worker died (up to `distributed.scheduler.allowed-failures` times); a task that still
+fails fails the run with one line naming its days, and the next run redoes them (the watermark moves only after the
+whole pass).
 
 Only runner.run imports this module, and only when a scheduler is given: the local path never imports Dask.
 """
@@ -25,9 +27,10 @@ from pathlib import Path
 
 import polars as pl
 
+from gpuledger import lake_url
 from gpuledger.analytics.runner import TELEMETRY, telemetry_day
 from gpuledger.atomic import ensure_dir
-from gpuledger.errors import ClusterError
+from gpuledger.errors import ClusterError, LakeError
 from gpuledger.lake import LakeWriter
 
 CONNECT_TIMEOUT_S = 5.0  # a scheduler that does not answer within this fails the run before it touches the lake
@@ -45,9 +48,12 @@ def stage_day(
 
     Raises ClusterError when this worker does not see the run's staging folder: it does not see the client's
     lake (no shared filesystem), and would read no samples and publish empty days."""
+    writer = LakeWriter(lake)
+    if isinstance(writer.root, lake_url.S3Location):
+        rows = telemetry_day(lake, day, lo, hi, allocs)
+        return {job: (r.height, writer.partition_objects(job, r, job)) for job, r in rows.items()}
     if not Path(staging).is_dir():
         raise ClusterError(f"this worker does not see the lake at {lake} (no {staging}): it needs the same path")
-    writer = LakeWriter(lake)
     out = {}
     for job, rows in telemetry_day(lake, day, lo, hi, allocs).items():
         staged = writer.stage_partitions(job, rows, job, Path(staging))
@@ -57,8 +63,11 @@ def stage_day(
 
 def _read(path: str) -> str | None:
     try:
+        if lake_url.is_url(path):
+            data = lake_url.read_bytes(lake_url.parse(path))
+            return None if data is None else data.decode()
         return Path(path).read_text()
-    except OSError:
+    except (OSError, LakeError):
         return None
 
 
@@ -90,10 +99,14 @@ class DaskEngine:
     def __exit__(self, *exc) -> None:
         self.client.close()
 
-    def _check_workers(self, lake: Path, run_dir: Path) -> None:
-        """Every worker reads a token the client wrote into the lake: the same folder, not one of the same name."""
+    def _check_workers(self, lake, run_dir) -> None:
+        """Every worker reads a token the client wrote into the lake: the same folder, not one of the same name (on
+        an object store: the same store, reached with the workers' own settings)."""
         token = uuid.uuid4().hex
-        (run_dir / "probe").write_text(token)
+        if isinstance(run_dir, lake_url.S3Location):
+            lake_url.write_bytes(run_dir / "probe", token.encode())
+        else:
+            (run_dir / "probe").write_text(token)
         seen = self.client.run(_read, str(run_dir / "probe"))
         if not seen:
             raise ClusterError(f"Dask scheduler {self.address} has no workers")
@@ -118,6 +131,9 @@ class DaskEngine:
 
         Raises ClusterError naming the chunk's days that failed (after Dask's own retries); nothing of that chunk
         or any later one is published."""
+        if isinstance(lake := lake_url.parse(lake), lake_url.S3Location):
+            yield from self._chunks_s3(lake, writer, chunks, lo, hi, allocs)
+            return
         lake = Path(lake).resolve()
         # Runs take turns (runner.run holds `rewriting`), so anything already staged is a dead run's: drop it.
         shutil.rmtree(lake / STAGING, ignore_errors=True)
@@ -150,7 +166,34 @@ class DaskEngine:
             with contextlib.suppress(OSError):  # not empty: a cancelled task staged after us; the next run clears it
                 (lake / STAGING).rmdir()
 
-    def _submit(self, lake: Path, run_dir: Path, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
+    def _chunks_s3(self, lake, writer: LakeWriter, chunks, lo, hi, allocs) -> Iterator[dict[str, tuple[int, float]]]:
+        """telemetry_chunks on an object-store lake: the workers return their objects, the client puts them."""
+        run_id = uuid.uuid4().hex[:12]
+        probe_dir = lake / "_state" / "probe" / f"dask-{run_id}"
+        futures = []
+        try:
+            self._check_workers(lake, probe_dir)
+            for chunk in chunks:
+                futures.append([self._submit(lake, "", run_id, d, lo, hi, allocs) for d in chunk])
+            for chunk, fs in zip(chunks, futures, strict=True):
+                mark = time.perf_counter()
+                with self.client.as_current():
+                    self._distributed.wait(fs)
+                failed = [(d, f) for d, f in zip(chunk, fs, strict=True) if f.status != "finished"]
+                if failed:
+                    raise ClusterError(self._failure(failed))
+                results = [f.result() for f in fs]
+                seconds = {"gpu_5min": time.perf_counter() - mark}
+                mark = time.perf_counter()
+                lake_url.put_many([o for r in results for job in TELEMETRY for o in r[job][1]])
+                share = (time.perf_counter() - mark) / len(TELEMETRY)
+                yield {job: (sum(r[job][0] for r in results), seconds.get(job, 0.0) + share) for job in TELEMETRY}
+        finally:
+            self.client.cancel([f for fs in futures for f in fs])
+            with contextlib.suppress(LakeError):
+                lake_url.delete_many([probe_dir / "probe"])
+
+    def _submit(self, lake, run_dir: Path, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
         midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
         # Only the day's allocations travel with its task (telemetry_day clips them to the day).
         mine = allocs.filter((pl.col("end") > midnight) & (pl.col("start") < midnight + dt.timedelta(days=1)))

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger.analytics.job_state import file_stamps, stamp_day
+from gpuledger.analytics.state_store import state_dir
 from gpuledger.atomic import write_atomic, write_bytes_atomic
-from gpuledger.lake import scan
+from gpuledger.lake import file_stamps, scan, stamp_day
 
 
 def _stamps(lake: Path, table: str) -> dict[str, str]:
-    """{day: its files' names, mtimes and sizes}, from the table's file stamps (analytics/job_state.py)."""
+    """{day: its files' names, stamps and sizes}, from the table's file stamps (gpuledger.lake.file_stamps)."""
     days: dict[str, list] = {}
-    for rel, (mtime_ns, size) in file_stamps(lake, table).items():
-        days.setdefault(stamp_day(rel).isoformat(), []).append([Path(rel).name, mtime_ns, size])
+    for rel, (stamp, size) in file_stamps(lake, table).items():
+        days.setdefault(stamp_day(rel).isoformat(), []).append([Path(rel).name, stamp, size])
     return {d: json.dumps(v) for d, v in days.items()}
 
 
@@ -38,7 +38,7 @@ def by_day(
     webhook on an object-store lake)."""
     if read_only:
         return compute(scan(lake, table))
-    memo = Path(lake) / "_state" / "analytics" / "memo"
+    memo = state_dir(lake) / "memo"
     values_path, stamps_path = memo / f"{name}.parquet", memo / f"{name}.json"
     stamps = _stamps(lake, table)
     try:

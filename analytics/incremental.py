@@ -49,16 +49,16 @@ from gpuledger.analytics.allocation import allocations, gpu_of_pod
 from gpuledger.analytics.cost import cost_daily, energy_daily
 from gpuledger.analytics.cost_allocation import cost_allocation, gpu_attributes, gpus_seen
 from gpuledger.analytics.fleet import fleet_hourly
-from gpuledger.analytics.job_state import KEY, JobStore, NeedsRebuild, file_stamps, stamp_day
+from gpuledger.analytics.job_state import KEY, JobStore, NeedsRebuild
 from gpuledger.analytics.jobs import job_stats, use_and_cost
 from gpuledger.analytics.queue_time import queue_depth
+from gpuledger.analytics.state_store import state_dir
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_hourly
 from gpuledger.analytics.waste import allocation_hours
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config
-from gpuledger.lake import LakeWriter, scan
-from gpuledger.lake_lock import publishing
+from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, remove_files, scan, stamp_day, table_days
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 3  # 2: the jobs' newest rows kept (job_state.py); 3: tenant_hours and counts per cluster
@@ -106,7 +106,7 @@ class _State:
     """The last run's inputs, as far as the job-level tables are concerned."""
 
     def __init__(self, lake: Path):
-        self.dir = Path(lake) / "_state" / "analytics" / "incremental"
+        self.dir = state_dir(lake) / "incremental"
         try:
             self.meta = json.loads((self.dir / "state.json").read_text())
         except (FileNotFoundError, ValueError):
@@ -275,12 +275,7 @@ def _replace_days(lake: Path, writer: LakeWriter, table: str, days: Iterable[dt.
         out = _with_date(table, out)
         writer.write_partitions(table, out, table)
     have = set(out["date"].unique().to_list()) if out.height else set()
-    gone = [Path(lake, table, f"date={d.isoformat()}", f"part-{table}.parquet") for d in days if d not in have]
-    gone = [p for p in gone if p.exists()]
-    if gone:
-        with publishing(lake):  # not from under a query that listed it (gpuledger.lake_lock)
-            for p in gone:
-                p.unlink()
+    remove_files(lake, [partition_file(lake, table, d) for d in days if d not in have])
 
 
 def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
@@ -411,7 +406,7 @@ def _full_reason(state: _State, digest: str, lake: Path) -> str | None:
     if meta is None:
         return (
             "a first run"
-            if not any(Path(lake, t).is_dir() for t in PER_DAY)
+            if not any(has_data(lake, t) for t in PER_DAY)
             else ("they were written by a version without incremental state")
         )
     kept = ("gpus", "tenant_hours", "counts")
@@ -434,7 +429,6 @@ def prepare(
 
     `needed_from`: the earliest time another pass of the run needs allocations from (the telemetry window's start;
     None: the lake's start). `force`: recompute every day, for this reason."""
-    lake = Path(lake)
     state = _State(lake)
     digest = config_digest(cfg)
     full = force or _full_reason(state, digest, lake)
@@ -533,14 +527,13 @@ def write_changed_partitions(
     else as they come): only those whose rows changed are written (a content hash per partition in
     `_state/analytics/<table>.partitions.json`: a run touches a handful of files, not thousands; a missing file is
     written regardless), and a day without rows loses its file. Returns (days, rows) written or kept."""
-    t = schema.table(table)
     out = _with_date(table, out) if out.height else out
-    manifest_path = Path(lake) / "_state" / "analytics" / f"{table}.partitions.json"
+    manifest_path = state_dir(lake) / f"{table}.partitions.json"
     try:
         manifest = json.loads(manifest_path.read_text())
     except (FileNotFoundError, ValueError):
         manifest = {}
-    on_disk = {stamp_day(str(p.relative_to(lake))) for p in Path(lake, table).glob(t.file_glob)}
+    on_disk = table_days(lake, table)
     if days is None:
         scope = on_disk | (set(out["date"].unique().to_list()) if out.height else set())
     else:
@@ -554,7 +547,7 @@ def write_changed_partitions(
             part = part if sort is None else part.sort(sort, nulls_last=True)
             rel = f"date={d.isoformat()}"
             digest = str(part.hash_rows(seed=0).sum())
-            if manifest.get(rel) != digest or not Path(lake, table, rel, f"part-{table}.parquet").exists():
+            if manifest.get(rel) != digest or d not in on_disk:
                 changed.append(part)
             manifest[rel] = digest
     if changed:
@@ -562,11 +555,7 @@ def write_changed_partitions(
     gone = [d for d in scope if d not in have]
     for d in gone:
         manifest.pop(f"date={d.isoformat()}", None)
-    gone = [p for d in gone if (p := Path(lake, table, f"date={d.isoformat()}", f"part-{table}.parquet")).exists()]
-    if gone:
-        with publishing(lake):  # not from under a query that listed it (gpuledger.lake_lock)
-            for p in gone:
-                p.unlink()
+    remove_files(lake, [partition_file(lake, table, d) for d in gone if d in on_disk])
     write_bytes_atomic(manifest_path, json.dumps(manifest, sort_keys=True).encode())
     return len(have), (out.filter(pl.col("date").is_in(list(have))).height if have else 0)
 
@@ -577,7 +566,6 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     Returns (table, days, rows, seconds) per table, days being the partitions recomputed, and the plan (another
     one, for every day, when a GPU's model, node or parent changed)."""
     t0 = time.perf_counter()
-    lake = Path(lake)
     state = _State(lake)
     hourly = _HourlyChanges(lake, state.meta or {}, plan.full, state.frame("gpus"))
     if hourly.moved_gpu and not plan.full:  # a GPU seen before with another model, node or parent: rare, costly
@@ -588,7 +576,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     first_tick = _tick_of(plan.first_submitted)
     scope = None
     if not full:
-        scope = {stamp_day(str(p.relative_to(lake))) for p in Path(lake, "gpu_allocations").glob("date=*/*.parquet")}
+        scope = table_days(lake, "gpu_allocations")
         if plan.load_from is not None:
             scope = {d for d in scope if d >= plan.load_from}
             scope |= {plan.load_from + dt.timedelta(days=k) for k in range((now.date() - plan.load_from).days + 1)}
@@ -647,8 +635,7 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
 
     if full:  # days an earlier version wrote that have no rows now
         for table in PER_DAY:
-            on_disk = Path(lake, table).glob(schema.table(table).file_glob)
-            dirty[table] = dirty[table] | {stamp_day(str(p.relative_to(lake))) for p in on_disk}
+            dirty[table] = dirty[table] | table_days(lake, table)
     # A month of days at a time: a year's rows of every table at once held GBs (a first run).
     days = sorted(set().union(*dirty.values()))
     rows, seconds, unpriced, hours = dict.fromkeys(PER_DAY, 0), dict.fromkeys(PER_DAY, 0.0), set(), []

@@ -22,7 +22,6 @@ its files makes the caller rebuild this state from the table (`NeedsRebuild`).
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import polars as pl
@@ -30,7 +29,7 @@ import polars as pl
 from gpuledger import schema
 from gpuledger.analytics.jobs import latest
 from gpuledger.atomic import write_atomic
-from gpuledger.lake import scan
+from gpuledger.lake import file_stamps, scan, stamp_day
 
 KEY = ["cluster", "job_id"]
 _COLUMNS = [c for c in schema.table("jobs").column_names if c != "date"]
@@ -48,32 +47,11 @@ def _row_hash(frame: pl.DataFrame) -> pl.Series:
     return frame.select(_COLUMNS).hash_rows(seed=0)
 
 
-def file_stamps(lake: Path, table: str) -> dict[str, list[int]]:
-    """{path relative to the lake: [mtime_ns, size]} of a table's files, in path order: what a run compares with the
-    last one's. os.scandir, not a glob: a year is 365 folders on every run."""
-    out = {}
-    base = Path(lake, table)
-    if not base.is_dir():
-        return out
-    for folder in sorted(os.scandir(base), key=lambda e: e.name):
-        if not (folder.name.startswith("date=") and folder.is_dir()):
-            continue
-        for f in sorted(os.scandir(folder.path), key=lambda e: e.name):
-            if f.name.endswith(".parquet") and f.is_file():
-                st = f.stat()
-                out[f"{table}/{folder.name}/{f.name}"] = [st.st_mtime_ns, st.st_size]
-    return out
-
-
-def stamp_day(rel: str) -> dt.date:
-    return dt.date.fromisoformat(Path(rel).parent.name.removeprefix("date="))
-
-
 class JobStore:
     """Newest row per job (module docstring); `refresh` brings it up to date, `save` writes what changed."""
 
     def __init__(self, state_dir: Path, lake: Path):
-        self.dir, self.lake = Path(state_dir) / "jobs", Path(lake)
+        self.dir, self.lake = Path(state_dir) / "jobs", lake
         self._sealed: dict[dt.date, pl.DataFrame] = {}  # sealed days read or changed in this run
         self._changed_days: set[dt.date] = set()
         self.live = _empty()

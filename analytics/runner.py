@@ -8,6 +8,7 @@ tables (WHOLE) are recomputed whole. The same input gives the same files, so re-
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -19,18 +20,19 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger import schema
+from gpuledger import lake_url, schema
 from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cluster
 from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import Plan, job_tables, prepare, write_changed_partitions
+from gpuledger.analytics.state_store import session, state_dir
 from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
-from gpuledger.lake import LakeWriter, has_data, scan
+from gpuledger.lake import LakeWriter, has_data, partition_file, read_file, scan
 from gpuledger.lake_lock import rewriting
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ def _demand_forecast(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     fit's, computed_at being its time: unchanged rows leave the table's files as they are (rewriting a year of
     daily partitions each run for a new computed_at was most of the cost of a run after one new hour).
     The change is seen from each day's means, kept per fleet_hourly day (analytics/day_memo.py)."""
-    memo = Path(lake) / "_state" / "analytics" / "demand_forecast.memo.parquet"
+    memo = state_dir(lake) / "demand_forecast.memo.parquet"
     today = dt.datetime.combine(now.date(), dt.time(), dt.timezone.utc)
     daily = by_day(lake, "fleet_hourly", "day_means", lambda day: day_means(day).collect())
     daily = daily.filter(pl.col("day") < today).sort("cluster", "gpu_model", "day")
@@ -167,7 +169,7 @@ class RunReport:
 
 
 def _watermark_path(lake: Path, job: str) -> Path:
-    return Path(lake) / "_state" / "analytics" / f"{job}.json"
+    return state_dir(lake) / f"{job}.json"
 
 
 def watermark(lake: Path, job: str) -> float | None:
@@ -185,13 +187,20 @@ def run(
     """`scheduler` (else [analytics] scheduler): a Dask scheduler's address, whose workers run the telemetry pass
     (analytics/dask_engine.py); ClusterError, before the lake is touched, if it does not answer."""
     address = scheduler if scheduler is not None else (cfg or defaults()).analytics.scheduler
-    if not address:
-        # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
-        with rewriting(lake):
-            return _run(lake, until_s, from_s, cfg)
-    from gpuledger.analytics.dask_engine import DaskEngine  # only here: the local path never imports Dask
+    lake = lake_url.parse(lake)
+    with contextlib.ExitStack() as stack:
+        engine = None
+        if address:
+            from gpuledger.analytics.dask_engine import DaskEngine  # only here: the local path never imports Dask
 
-    with DaskEngine(address) as engine, rewriting(lake):
+            engine = stack.enter_context(DaskEngine(address))
+        if isinstance(lake, lake_url.S3Location):
+            # One run at a time by a lease, the state pulled and committed (analytics/state_store.py). Compaction
+            # there needs no turn: it deletes no object a reader's listing does not already leave out.
+            stack.enter_context(session(lake, (cfg or defaults()).analytics.lease_s))
+        else:
+            # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
+            stack.enter_context(rewriting(lake))
         return _run(lake, until_s, from_s, cfg, engine)
 
 
@@ -313,9 +322,10 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
     t = schema.table(job)
     keep = []
     for (date,) in out.select("date").unique().iter_rows():
-        f = Path(lake, job, f"date={date.isoformat()}", f"part-{job}.parquet")
-        if f.exists() and lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
-            keep.append(pl.read_parquet(f).filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date")))
+        if lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
+            kept = read_file(partition_file(lake, job, date))
+            if kept is not None:
+                keep.append(kept.filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date")))
     if not keep:
         return out
     return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(t.time_column, maintain_order=True)

@@ -108,15 +108,18 @@ class DashData:
     def _state_key(self) -> tuple:
         """Changes whenever the analytics write: their watermarks and partition manifests."""
         state = self.lake / "_state" / "analytics"
-        if isinstance(state, lake_url.S3Location):  # an object's e-tag changes when it is written again
+        if isinstance(state, lake_url.S3Location):
+            # A run commits its state there by one PUT of the manifest (analytics/state_store.py): its ETag changes
+            # with every run (the lease beside it changes while a run works: not a new snapshot).
             import obstore
 
-            store = lake_url.object_store(state)
+            manifest = state / "manifest.json"
             try:
-                listed = [o for batch in obstore.list(store, prefix=state.key + "/") for o in batch]
+                return (obstore.head(lake_url.object_store(state), manifest.key)["e_tag"],)
+            except FileNotFoundError:
+                return ()
             except (obstore.exceptions.BaseError, OSError) as e:
-                raise lake_url.explain(e, state, "listing") from None
-            return tuple(sorted((o["path"], o["e_tag"] or str(o["last_modified"])) for o in listed))
+                raise lake_url.explain(e, manifest, "reading") from None
         try:
             return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in state.iterdir()))
         except FileNotFoundError:

@@ -60,7 +60,7 @@ class Ctx:
 # sql, views, dashboard and export focus read through the query helper (gpuledger/query.py), which reads an S3 lake
 # through polars scans; `enforcer serve`/`check` (by their names, "serve" and "check") read the decision table there
 # and spool the audit on local disk.
-S3_COMMANDS = frozenset({"collect", "compact", "sql", "views", "dashboard", "focus", "serve", "check"})
+S3_COMMANDS = frozenset({"collect", "compact", "analyze", "sql", "views", "dashboard", "focus", "serve", "check"})
 
 
 class _LakeParam(click.ParamType):
@@ -868,8 +868,8 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
     "--scheduler",
     default=None,
     metavar="tcp://HOST:PORT",
-    help="Run the pass over raw samples on this Dask scheduler's workers (they need the lake at the same path) "
-    "[[analytics] scheduler, else in this process].",
+    help="Run the pass over raw samples on this Dask scheduler's workers (they need the lake at the same path, or "
+    "the same object store) [[analytics] scheduler, else in this process].",
 )
 @common
 def analyze(ctx: Ctx, from_, to, scheduler) -> None:

@@ -262,6 +262,13 @@ class AnalyticsConfig:
     scheduler: str = key(
         "", "a Dask scheduler (tcp://HOST:8786) whose workers run the pass over raw samples", shown="none: in-process"
     )
+    # An object-store lake has no flock: one run at a time holds a lease object, renewed every third of this.
+    lease_s: float = key(
+        120.0,
+        "on an s3:// lake, how long a run's lease lasts unrenewed (a killed run blocks the next this long)",
+        unit="s",
+        ge=1,
+    )
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,11 @@ class LakeWriter:
         GIL) and made durable with one sync instead of one fsync each (gpuledger.atomic.write_many_atomic).
         """
         check_name("file name", name)
+        if isinstance(self.root, lake_url.S3Location):
+            # A PUT replaces a key whole (a reader sees the old object or the new): no temp key, no guard.
+            objects = self.partition_objects(table_name, df, name)
+            lake_url.put_many(objects, workers)
+            return [obj for obj, _ in objects]
         items = []
         for p, part in _groups(schema.table(table_name), df):
             body = conform(table_name, part, file_only=True)
@@ -177,6 +182,23 @@ class LakeWriter:
         elif items:
             write_many_atomic(items, workers, guard=guard)
         return [path for path, _ in items]
+
+    def partition_objects(
+        self, table_name: str, df: pl.DataFrame, name: str
+    ) -> list[tuple[lake_url.S3Location, bytes]]:
+        """An object-store lake's write_partitions, computed but not written: (key, Parquet bytes) per date. A Dask
+        worker returns these to the client, which puts a chunk's objects once every task of it succeeded."""
+        check_name("file name", name)
+        out = []
+        for p, part in _groups(schema.table(table_name), df):
+            body = conform(table_name, part, file_only=True)
+            out.append(
+                (
+                    p.path(self.root) / f"part-{name}.parquet",
+                    lake_url.parquet_bytes(body, compression=COMPRESSION, statistics=True),
+                )
+            )
+        return out
 
     def stage_partitions(self, table_name: str, df: pl.DataFrame, name: str, staging: Path) -> list[tuple[Path, Path]]:
         """The first half of write_partitions, for a writer in another process (a Dask worker): each date's file is
@@ -214,6 +236,8 @@ class LakeWriter:
     def _guard(self, paths: list[Path]):
         """Replacing a file a query may be reading waits for the queries in flight (gpuledger.lake_lock); adding a
         new one does not (a reader lists its files once, so it sees the file whole or not at all)."""
+        if isinstance(self.root, lake_url.S3Location):
+            return None  # nothing to guard: a PUT replaces a key atomically, and readers list once
         return publishing(self.root) if any(p.exists() for p in paths) else None
 
     def write_partition(self, p: Partition, df: pl.DataFrame, name: str) -> Path:
@@ -227,6 +251,64 @@ class LakeWriter:
             path, lambda tmp: df.write_parquet(tmp, compression=COMPRESSION, statistics=True), self._guard([path])
         )
         return path
+
+
+def partition_file(root: Path | str, table_name: str, date: dt.date) -> Path | lake_url.S3Location:
+    """Where a derived table's one file of a day is (`part-<table>.parquet`: the analytics name theirs so)."""
+    return Partition(table_name, date).path(lake_url.parse(root)) / f"part-{table_name}.parquet"
+
+
+def file_stamps(root: Path | str, table_name: str) -> dict[str, list]:
+    """{path relative to the lake: [stamp, size]} of a table's files, in path order: what changes when a file is
+    written again, for the analytics to compare with their last run's. The stamp is the mtime in ns on disk, the
+    ETag in an object store (from the LIST, no HEAD per object; compacted objects left out as readers leave them).
+    On disk os.scandir, not a glob: a year is 365 folders on every run."""
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        listed = lake_url.listing(root / table_name, schema.table(table_name).file_glob)
+        return {obj.key[len(root.key) :].lstrip("/"): [tag, size] for obj, (tag, size) in listed.items()}
+    out = {}
+    base = Path(root, table_name)
+    if not base.is_dir():
+        return out
+    for folder in sorted(os.scandir(base), key=lambda e: e.name):
+        if not (folder.name.startswith("date=") and folder.is_dir()):
+            continue
+        for f in sorted(os.scandir(folder.path), key=lambda e: e.name):
+            if f.name.endswith(".parquet") and f.is_file():
+                st = f.stat()
+                out[f"{table_name}/{folder.name}/{f.name}"] = [st.st_mtime_ns, st.st_size]
+    return out
+
+
+def stamp_day(rel: str) -> dt.date:
+    """The date of a file_stamps path."""
+    return dt.date.fromisoformat(Path(rel).parent.name.removeprefix("date="))
+
+
+def table_days(root: Path | str, table_name: str) -> set[dt.date]:
+    """The days a table has files for."""
+    return {stamp_day(rel) for rel in file_stamps(root, table_name)}
+
+
+def read_file(f: Path | lake_url.S3Location) -> pl.DataFrame | None:
+    """One lake file's rows (its own columns, no hive `date`), or None when there is no such file."""
+    if isinstance(f, lake_url.S3Location):
+        data = lake_url.read_bytes(f)
+        return None if data is None else pl.read_parquet(data)
+    return pl.read_parquet(f) if f.exists() else None
+
+
+def remove_files(root: Path | str, files: list) -> None:
+    """Remove these files of the lake (a derived table's days that have no rows any more); missing ones are fine.
+    On disk inside `publishing` (not from under a query that listed them: gpuledger.lake_lock)."""
+    if isinstance(root := lake_url.parse(root), lake_url.S3Location):
+        lake_url.delete_many(files)
+        return
+    present = [f for f in files if Path(f).exists()]
+    if present:
+        with publishing(root):
+            for f in present:
+                Path(f).unlink(missing_ok=True)
 
 
 def table_files(root: Path | str, table_name: str) -> list[Path]:

@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -104,8 +105,7 @@ def default_spool_dir(lake: Location, writer: str, environ: Mapping[str, str] = 
     and node, so collectors of two lakes on one host never share one."""
     if isinstance(lake, Path):
         return lake / "_spool" / writer
-    state = Path(environ.get("XDG_STATE_HOME") or Path(environ.get("HOME", "~"), ".local", "state")).expanduser()
-    return state / "gpuledger" / "spool" / "s3" / lake.bucket / lake.key / writer
+    return local_state_dir(lake, "spool", environ) / writer
 
 
 # -- the standard AWS chain ---------------------------------------------------------------------------------------
@@ -356,15 +356,26 @@ def glob(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.envir
     """The objects under `folder` whose key below it matches `pattern` segment by segment (`date=*/*.parquet`: a
     '*' never crosses a '/'), sorted, each day's less what a compaction merged (`live`). One LIST of the folder's
     prefix (again when it caught a compaction mid-way); LakeError naming the problem."""
+    return list(listing(folder, pattern, environ))
+
+
+def listing(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.environ) -> dict[S3Location, tuple]:
+    """glob's objects, each with its (ETag, size) from the same LIST: what changes when the object is written again
+    (the analytics' "has this file changed since the last run" without a HEAD per object)."""
     import obstore
 
     depth = pattern.count("/") + 1
     store = object_store(folder, environ)
     for _ in range(RELISTS):
         try:
-            listed = [o["path"] for batch in obstore.list(store, prefix=folder.key + "/") for o in batch]
+            meta = {
+                o["path"]: (o["e_tag"] or str(o["last_modified"]), o["size"])
+                for batch in obstore.list(store, prefix=folder.key + "/")
+                for o in batch
+            }
         except (obstore.exceptions.BaseError, OSError) as e:
             raise explain(e, folder, "listing", environ) from None
+        listed = list(meta)
         days: dict[str, tuple[set[str], list[dict]]] = {}
         for key in listed:
             rel = PurePosixPath(key[len(folder.key) + 1 :])
@@ -383,7 +394,7 @@ def glob(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.envir
                 break
             out += [(folder if day == "." else folder / day) / n for n in keep]
         if consistent:
-            return sorted(out, key=lambda o: o.key)
+            return {o: meta[o.key] for o in sorted(out, key=lambda o: o.key)}
     raise LakeError(f"{folder}: {RELISTS} listings in a row each caught a compaction mid-way; try again")
 
 
@@ -417,3 +428,46 @@ def write_bytes(obj: S3Location, data: bytes, environ: Mapping[str, str] = os.en
         obstore.put(object_store(obj, environ), obj.key, data, use_multipart=False)
     except (obstore.exceptions.BaseError, OSError) as e:
         raise explain(e, obj, "writing", environ) from None
+
+
+def put_many(
+    objects: list[tuple[S3Location, bytes]], workers: int = 8, environ: Mapping[str, str] = os.environ
+) -> None:
+    """Put (or replace) each object in one PUT, several at a time: a reader sees each old or new, whole. For keys one
+    writer owns (the analytics' tables, under their lease); a collector's files go through put_new."""
+    import obstore
+
+    if not objects:
+        return
+    store = object_store(objects[0][0], environ)
+
+    def one(item):
+        obj, data = item
+        try:
+            obstore.put(store, obj.key, data, use_multipart=False)
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise explain(e, obj, "writing", environ) from None
+
+    with ThreadPoolExecutor(min(workers, len(objects))) as pool:
+        list(pool.map(one, objects))
+
+
+def delete_many(objects: list[S3Location], environ: Mapping[str, str] = os.environ) -> None:
+    """Delete these keys (a key already gone is fine: S3's DELETE of a missing key succeeds)."""
+    import obstore
+
+    if not objects:
+        return
+    try:
+        obstore.delete(object_store(objects[0], environ), [o.key for o in objects])
+    except FileNotFoundError:
+        pass
+    except (obstore.exceptions.BaseError, OSError) as e:
+        raise explain(e, objects[0], "deleting", environ) from None
+
+
+def local_state_dir(lake: S3Location, what: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """A folder on this machine's disk for an object-store lake's `what` (`spool`, `analytics`): under the XDG state
+    folder (`$XDG_STATE_HOME`, else ~/.local/state), `gpuledger/<what>/s3/<bucket>/<prefix>`, one per lake."""
+    state = Path(environ.get("XDG_STATE_HOME") or Path(environ.get("HOME", "~"), ".local", "state")).expanduser()
+    return state / "gpuledger" / what / "s3" / lake.bucket / lake.key

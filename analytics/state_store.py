@@ -1,0 +1,250 @@
+"""Where the analytics keep their state between runs, and, on an object-store lake, how it gets there.
+
+The state (watermarks, the incremental state, the jobs' newest rows, the day memos, the partition manifests: a few
+MB, 14 MB for 90 days of 1,000 GPUs) is read and written by many small pieces of code with Path calls. On a local
+lake it lives in `<lake>/_state/analytics/`. On an object-store lake a run works on a copy of it on local disk
+(`lake_url.local_state_dir`: an emptyDir in the Deployment, which may be lost at any time) and the bucket holds the
+truth, as a snapshot committed once per run:
+
+- `_state/analytics/objects/<sha256>`: each state file's bytes, content-addressed (If-None-Match: a key is never
+  overwritten, so an object a manifest names never changes);
+- `_state/analytics/manifest.json`: {path in the state folder: sha256}, one PUT at the end of a successful run.
+
+A run pulls the manifest's files it lacks (a file whose (mtime, size) is the one it pulled or pushed is not read
+again), works, then puts the new objects and the manifest last. A run that dies before the manifest leaves the last
+run's snapshot whole (objects are deleted only once no manifest names them): the next run starts from that state,
+whose difference with the lake's inputs covers what the dead run did (as on a local lake, where state is written
+after the tables). Only one run may write: a lease (`Lease`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpuledger import lake_url
+from gpuledger.atomic import write_bytes_atomic
+from gpuledger.errors import LakeError
+
+STATE = "_state/analytics"
+INDEX = ".pulled.json"  # in the local copy: {path: [sha256, mtime_ns, size]} of the files as pulled or pushed
+
+
+def state_dir(lake: Path | str | lake_url.S3Location) -> Path:
+    """The state folder a run reads and writes: the lake's own, or an object-store lake's local copy."""
+    lake = lake_url.parse(lake)
+    if isinstance(lake, lake_url.S3Location):
+        return lake_url.local_state_dir(lake, "analytics")
+    return Path(lake) / STATE
+
+
+# -- the lease ------------------------------------------------------------------------------------------------------
+class Lease:
+    """One analytics run at a time on an object-store lake, where flock cannot reach: `_state/analytics/lease.json`,
+    {"holder", "expires_at_s"}, created with If-None-Match, renewed with If-Match on its ETag (so of two runs that
+    both saw it expire only one takes it over), deleted at the end. A run killed with -9 leaves it until it expires
+    (`[analytics] lease_s`): the run after waits that long at most."""
+
+    def __init__(self, lake: lake_url.S3Location, ttl_s: float, holder: str | None = None):
+        self.obj = lake / STATE / "lease.json"
+        self.ttl_s = ttl_s
+        self.holder = holder or f"{socket.gethostname()} pid {os.getpid()}"
+        self.e_tag: str | None = None
+        self.lost: str | None = None  # why, once a renewal found another holder
+        self._store = lake_url.object_store(lake)
+
+    def _body(self) -> bytes:
+        return json.dumps({"holder": self.holder, "expires_at_s": time.time() + self.ttl_s}).encode()
+
+    def _put(self, mode) -> str:
+        import obstore
+
+        return obstore.put(self._store, self.obj.key, self._body(), mode=mode, use_multipart=False)["e_tag"]
+
+    def acquire(self) -> None:
+        """Take the lease, or LakeError naming its holder and until when."""
+        import obstore
+
+        try:
+            self.e_tag = self._put("create")
+            return
+        except obstore.exceptions.AlreadyExistsError:
+            pass
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise lake_url.explain(e, self.obj, "writing the analytics lease") from None
+        try:
+            got = obstore.get(self._store, self.obj.key)
+            tag, held = got.meta["e_tag"], json.loads(bytes(got.bytes()))
+        except FileNotFoundError:  # ended between our PUT and this GET: try once more
+            return self._retake(None)
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise lake_url.explain(e, self.obj, "reading the analytics lease") from None
+        except ValueError:
+            held, tag = {"holder": "unknown (unreadable lease)", "expires_at_s": 0}, got.meta["e_tag"]
+        if float(held.get("expires_at_s", 0)) > time.time():
+            until = dt.datetime.fromtimestamp(float(held["expires_at_s"]), dt.timezone.utc)
+            until = until.isoformat(timespec="seconds")
+            raise LakeError(
+                f"another analytics run holds {self.obj}: {held.get('holder')!r}, until {until} (renewed while it "
+                "runs; a run killed without ending frees it then)"
+            )
+        self._retake(tag)
+
+    def _retake(self, tag: str | None) -> None:
+        import obstore
+
+        try:
+            self.e_tag = self._put("create" if tag is None else {"e_tag": tag})
+        except (obstore.exceptions.PreconditionError, obstore.exceptions.AlreadyExistsError):
+            raise LakeError(f"another analytics run took {self.obj} over a moment ago; not started") from None
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise lake_url.explain(e, self.obj, "writing the analytics lease") from None
+
+    def renew(self) -> None:
+        import obstore
+
+        if self.lost:
+            return
+        try:
+            self.e_tag = self._put({"e_tag": self.e_tag})
+        except (obstore.exceptions.PreconditionError, FileNotFoundError):
+            self.lost = f"{self.obj} was taken over by another run (this run outlived its lease)"
+        except (obstore.exceptions.BaseError, OSError):
+            pass  # the store did not answer: the next renewal tries again, the commit checks
+
+    def release(self) -> None:
+        if self.e_tag is not None and not self.lost:
+            with contextlib.suppress(LakeError):
+                lake_url.delete_many([self.obj])
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[Lease]:
+        """Held, and renewed every third of its time to live in a thread, for the block."""
+        self.acquire()
+        stop = threading.Event()
+
+        def renewing():
+            while not stop.wait(self.ttl_s / 3):
+                self.renew()
+
+        t = threading.Thread(target=renewing, name="analytics-lease", daemon=True)
+        t.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            t.join()
+            self.release()
+
+
+# -- the snapshot ---------------------------------------------------------------------------------------------------
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _local_files(local: Path) -> dict[str, os.stat_result]:
+    if not local.is_dir():
+        return {}
+    return {
+        p.relative_to(local).as_posix(): p.stat()
+        for p in sorted(local.rglob("*"))
+        if p.is_file() and p.name != INDEX and not p.name.endswith(".tmp")  # atomic's temp files
+    }
+
+
+def _index(local: Path) -> dict[str, list]:
+    try:
+        return json.loads((local / INDEX).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def manifest(lake: lake_url.S3Location) -> dict[str, str]:
+    data = lake_url.read_bytes(lake / STATE / "manifest.json")
+    if data is None:
+        return {}
+    try:
+        return json.loads(data)["files"]
+    except (ValueError, KeyError, TypeError):
+        raise LakeError(f"{lake / STATE / 'manifest.json'} is not an analytics state manifest") from None
+
+
+def pull(lake: lake_url.S3Location, local: Path) -> dict[str, str]:
+    """Make `local` the bucket's last committed state: fetch the files that differ, drop those it does not name.
+    Returns the manifest."""
+    files = manifest(lake)
+    index, have = _index(local), _local_files(local)
+    fresh = {}
+    for rel, sha in files.items():
+        st, known = have.get(rel), index.get(rel)
+        if st is not None and known == [sha, st.st_mtime_ns, st.st_size]:
+            fresh[rel] = known
+            continue
+        data = lake_url.read_bytes(lake / STATE / "objects" / sha)
+        if data is None:
+            raise LakeError(f"{lake / STATE / 'manifest.json'} names {rel} as object {sha}, which is missing")
+        write_bytes_atomic(local / rel, data)
+        st = (local / rel).stat()
+        fresh[rel] = [sha, st.st_mtime_ns, st.st_size]
+    for rel in set(have) - set(files):
+        (local / rel).unlink()
+    write_bytes_atomic(local / INDEX, json.dumps(fresh, sort_keys=True).encode())
+    return files
+
+
+def push(lake: lake_url.S3Location, local: Path, before: dict[str, str], lease: Lease) -> None:
+    """Commit `local` as the bucket's state: new objects, then the manifest (one PUT), then unnamed objects go."""
+    import obstore
+
+    index, have = _index(local), _local_files(local)
+    files, fresh = {}, {}
+    for rel, st in have.items():
+        known = index.get(rel)
+        sha = known[0] if known and known[1:] == [st.st_mtime_ns, st.st_size] else _sha(local / rel)
+        files[rel], fresh[rel] = sha, [sha, st.st_mtime_ns, st.st_size]
+    new = {sha: rel for rel, sha in files.items() if sha not in set(before.values())}
+    objects = [(lake / STATE / "objects" / sha, (local / rel).read_bytes()) for sha, rel in new.items()]
+    lake_url.put_many(objects)  # content-addressed: putting one again writes the same bytes
+    lease.renew()  # the commit is this run's only if the lease still is
+    if lease.lost:
+        raise LakeError(f"analytics state not saved: {lease.lost}; the tables it wrote are redone by the next run")
+    body = json.dumps({"files": files, "committed_at_s": time.time(), "by": lease.holder}, sort_keys=True)
+    lake_url.write_bytes(lake / STATE / "manifest.json", body.encode())
+    write_bytes_atomic(local / INDEX, json.dumps(fresh, sort_keys=True).encode())
+    # Objects no manifest names: this run's replaced ones, and any a run that died before its manifest put.
+    store = lake_url.object_store(lake)
+    prefix = (lake / STATE / "objects").key + "/"
+    try:
+        listed = [o["path"] for batch in obstore.list(store, prefix=prefix) for o in batch]
+    except (obstore.exceptions.BaseError, OSError) as e:
+        raise lake_url.explain(e, lake / STATE / "objects", "listing") from None
+    keep = set(files.values())
+    lake_url.delete_many([lake_url.S3Location(lake.bucket, k) for k in listed if k[len(prefix) :] not in keep])
+
+
+@contextlib.contextmanager
+def session(lake: lake_url.S3Location, lease_s: float) -> Iterator[Path]:
+    """An analytics run on an object-store lake: the lease held, the state pulled into the local copy (yielded),
+    and committed if the block ends without an error (else the bucket keeps the last run's)."""
+    local = state_dir(lake)
+    with Lease(lake, lease_s).kept() as lease:
+        try:
+            before = pull(lake, local)
+        except OSError as e:
+            shutil.rmtree(local, ignore_errors=True)  # a broken local copy is only a cache: the next run refetches
+            raise LakeError(f"analytics state copy {local}: {e.strerror or e}") from e
+        yield local
+        push(lake, local, before, lease)
