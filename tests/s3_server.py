@@ -220,3 +220,21 @@ def upload(local: Path, lake) -> int:
             obstore.put(store, (lake / rel.as_posix()).key, f.read_bytes())
             n += 1
     return n
+
+
+def download(lake, local: Path, keep=lambda rel: True) -> list[str]:
+    """The reverse of `upload`: every object under the lake's prefix (an `S3Location`) whose key relative to it
+    `keep` accepts, written to the same relative path under `local`. Returns those relative keys, sorted."""
+    import obstore
+
+    from gpuledger import lake_url
+
+    store = lake_url.object_store(lake)
+    prefix = f"{lake.key}/" if lake.key else ""
+    rels = sorted(meta["path"][len(prefix) :] for batch in obstore.list(store, prefix=prefix or None) for meta in batch)
+    rels = [rel for rel in rels if keep(rel)]
+    for rel in rels:
+        dst = local / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(bytes(obstore.get(store, prefix + rel).bytes()))
+    return rels
