@@ -60,7 +60,7 @@ class Ctx:
 # sql, views, dashboard and export focus read through the query helper (gpuledger/query.py), which reads an S3 lake
 # through polars scans; `enforcer serve`/`check` (by their names, "serve" and "check") read the decision table there
 # and spool the audit on local disk.
-S3_COMMANDS = frozenset({"collect", "compact", "analyze", "sql", "views", "dashboard", "focus", "serve", "check"})
+S3_COMMANDS = frozenset({"up", "collect", "compact", "analyze", "sql", "views", "dashboard", "focus", "serve", "check"})
 
 
 class _LakeParam(click.ParamType):
