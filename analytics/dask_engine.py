@@ -112,8 +112,10 @@ class DaskEngine:
             raise ClusterError(f"Dask scheduler {self.address} has no workers")
         blind = sorted(w for w, got in seen.items() if got != token)
         if blind:
+            need = "the same object store (their AWS settings)" if isinstance(lake, lake_url.S3Location) else None
             raise ClusterError(
-                f"Dask worker(s) {', '.join(blind)} do not see the lake at {lake}: workers need it at the same path"
+                f"Dask worker(s) {', '.join(blind)} do not see the lake at {lake}: workers need "
+                f"{need or 'it at the same path'}"
             )
 
     def telemetry_chunks(
