@@ -1,0 +1,137 @@
+"""The analytics' state on an object-store lake (analytics/state_store.py), against moto in its own process: the
+snapshot (content-addressed objects, one manifest PUT), the local copy that is only a cache, and the lease."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import obstore
+import pytest
+
+from gpuledger import lake_url
+from gpuledger.analytics import state_store
+from gpuledger.analytics.state_store import Lease, manifest, pull, push
+from gpuledger.errors import LakeError
+from gpuledger.lake_url import S3Location
+
+
+def _objects(lake: S3Location) -> set[str]:
+    prefix = (lake / "_state/analytics/objects").key + "/"
+    return {o["path"][len(prefix) :] for b in obstore.list(lake_url.object_store(lake), prefix=prefix) for o in b}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def lake(s3) -> S3Location:
+    return S3Location(s3.bucket, "eu/lake")
+
+
+def test_a_run_commits_its_state_and_another_machine_pulls_it(lake, tmp_path):
+    one = tmp_path / "one"
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    assert pull(lake, one) == {}  # a new lake: no state yet
+    (one / "incremental").mkdir(parents=True)
+    (one / "gpu_5min.json").write_bytes(b'{"done_until_s": 1}')
+    (one / "incremental" / "state.json").write_bytes(b"{}")
+    push(lake, one, {}, lease)
+    assert manifest(lake) == {"gpu_5min.json": _sha(b'{"done_until_s": 1}'), "incremental/state.json": _sha(b"{}")}
+    assert _objects(lake) == {_sha(b'{"done_until_s": 1}'), _sha(b"{}")}
+
+    # The next run changes one file, removes one and adds one: only the new bytes are put, the unnamed deleted.
+    before = pull(lake, one)
+    (one / "gpu_5min.json").write_bytes(b'{"done_until_s": 2}')
+    (one / "incremental" / "state.json").unlink()
+    (one / "memo").mkdir()
+    (one / "memo" / "models.parquet").write_bytes(b"PAR1")
+    push(lake, one, before, lease)
+    assert manifest(lake) == {"gpu_5min.json": _sha(b'{"done_until_s": 2}'), "memo/models.parquet": _sha(b"PAR1")}
+    assert _objects(lake) == {_sha(b'{"done_until_s": 2}'), _sha(b"PAR1")}
+
+    # Another machine (a new pod, an empty copy) gets the same files; a copy edited behind the index is refetched,
+    # and a file the manifest does not name is dropped.
+    two = tmp_path / "two"
+    pull(lake, two)
+    assert (two / "gpu_5min.json").read_bytes() == b'{"done_until_s": 2}'
+    assert (two / "memo" / "models.parquet").read_bytes() == b"PAR1"
+    (two / "gpu_5min.json").write_bytes(b'{"done_until_s": 99}')
+    (two / "stray.json").write_bytes(b"{}")
+    pull(lake, two)
+    assert (two / "gpu_5min.json").read_bytes() == b'{"done_until_s": 2}'
+    assert not (two / "stray.json").exists()
+
+
+def test_a_run_that_dies_before_its_manifest_leaves_the_last_snapshot_whole(lake, tmp_path, monkeypatch):
+    local = tmp_path / "copy"
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    pull(lake, local)
+    (local / "a.json").write_bytes(b"old")
+    push(lake, local, {}, lease)
+    before = pull(lake, local)
+    (local / "a.json").write_bytes(b"new")
+
+    def dies(obj, data, *a, **kw):
+        raise LakeError(f"object store endpoint unreachable, while writing {obj}")
+
+    with monkeypatch.context() as m, pytest.raises(LakeError):
+        m.setattr(state_store.lake_url, "write_bytes", dies)  # the manifest PUT fails; the objects went
+        push(lake, local, before, lease)
+    assert manifest(lake) == {"a.json": _sha(b"old")}  # still the last run's, and its object is there
+    assert _sha(b"old") in _objects(lake)
+    pull(lake, local)
+    assert (local / "a.json").read_bytes() == b"old"  # the local copy follows the bucket
+    # The next committed run deletes the dead run's orphan object.
+    assert _sha(b"new") in _objects(lake)
+    before = pull(lake, local)
+    (local / "a.json").write_bytes(b"newer")
+    push(lake, local, before, lease)
+    assert _objects(lake) == {_sha(b"newer")}
+
+
+def test_one_run_at_a_time_and_a_dead_runs_lease_is_taken_over_once_expired(lake, tmp_path):
+    first = Lease(lake, 60, holder="node-a pid 1")
+    first.acquire()
+    with pytest.raises(LakeError) as e:
+        Lease(lake, 60, holder="node-b pid 2").acquire()
+    msg = str(e.value)
+    assert "another analytics run holds" in msg and "'node-a pid 1'" in msg and "lease.json" in msg
+    assert "\n" not in msg
+    first.release()
+    second = Lease(lake, 1, holder="node-b pid 2")
+    second.acquire()  # free again once released
+    held = json.loads(lake_url.read_bytes(lake / "_state/analytics/lease.json"))
+    assert held["holder"] == "node-b pid 2"
+
+    # node-b is killed (-9: no release). Its lease expires after its time to live, and then a run takes it over.
+    time.sleep(1.2)
+    third = Lease(lake, 60, holder="node-c pid 3")
+    third.acquire()
+    assert json.loads(lake_url.read_bytes(lake / "_state/analytics/lease.json"))["holder"] == "node-c pid 3"
+    # node-b was only paused: its next renewal finds the lease taken, and it may not commit.
+    second.renew()
+    assert second.lost and "taken over" in second.lost
+    with pytest.raises(LakeError) as e:
+        push(lake, tmp_path, {}, second)
+    assert "analytics state not saved" in str(e.value)
+    assert manifest(lake) == {}
+    second.release()  # a lost lease is not deleted: it is node-c's
+    assert lake_url.read_bytes(lake / "_state/analytics/lease.json") is not None
+    third.release()
+    assert lake_url.read_bytes(lake / "_state/analytics/lease.json") is None
+
+
+def test_a_lease_is_renewed_while_a_run_works(lake):
+    with Lease(lake, 1.5, holder="long run").kept() as lease:
+        first = json.loads(lake_url.read_bytes(lake / "_state/analytics/lease.json"))["expires_at_s"]
+        time.sleep(1.0)  # two renewals (every 0.5 s)
+        later = json.loads(lake_url.read_bytes(lake / "_state/analytics/lease.json"))["expires_at_s"]
+        assert later > first and not lease.lost
+        with pytest.raises(LakeError):
+            Lease(lake, 1.5, holder="another").acquire()
+    assert lake_url.read_bytes(lake / "_state/analytics/lease.json") is None
