@@ -135,3 +135,22 @@ def test_a_lease_is_renewed_while_a_run_works(lake):
         with pytest.raises(LakeError):
             Lease(lake, 1.5, holder="another").acquire()
     assert lake_url.read_bytes(lake / "_state/analytics/lease.json") is None
+
+
+def test_the_dashboards_rebuild_when_a_run_commits_not_when_the_lease_is_renewed(lake, tmp_path):
+    from gpuledger.dashboards.data import DashData
+
+    dash = DashData(lake)
+    assert dash._state_key() == ()  # no analytics run yet
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    (tmp_path / "a.json").write_bytes(b"1")
+    push(lake, tmp_path, {}, lease)
+    first = dash._state_key()
+    assert first != ()
+    lease.renew()
+    assert dash._state_key() == first
+    before = pull(lake, tmp_path)
+    (tmp_path / "a.json").write_bytes(b"2")
+    push(lake, tmp_path, before, lease)
+    assert dash._state_key() not in ((), first)
