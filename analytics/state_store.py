@@ -23,6 +23,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -35,6 +36,7 @@ from gpuledger import lake_url
 from gpuledger.atomic import write_bytes_atomic
 from gpuledger.errors import LakeError
 
+log = logging.getLogger(__name__)
 STATE = "_state/analytics"
 INDEX = ".pulled.json"  # in the local copy: {path: [sha256, mtime_ns, size]} of the files as pulled or pushed
 
@@ -60,6 +62,9 @@ class Lease:
         self.holder = holder or f"{socket.gethostname()} pid {os.getpid()}"
         self.e_tag: str | None = None
         self.lost: str | None = None  # why, once a renewal found another holder
+        # The renewing thread and the commit's own renewal must not race: two PUTs If-Match the same ETag, and the
+        # second would find the lease "taken over" by the first.
+        self._renewing = threading.Lock()
         self._store = lake_url.object_store(lake)
 
     def _body(self) -> bytes:
@@ -112,14 +117,15 @@ class Lease:
     def renew(self) -> None:
         import obstore
 
-        if self.lost:
-            return
-        try:
-            self.e_tag = self._put({"e_tag": self.e_tag})
-        except (obstore.exceptions.PreconditionError, FileNotFoundError):
-            self.lost = f"{self.obj} was taken over by another run (this run outlived its lease)"
-        except (obstore.exceptions.BaseError, OSError):
-            pass  # the store did not answer: the next renewal tries again, the commit checks
+        with self._renewing:
+            if self.lost:
+                return
+            try:
+                self.e_tag = self._put({"e_tag": self.e_tag})
+            except (obstore.exceptions.PreconditionError, FileNotFoundError):
+                self.lost = f"{self.obj} was taken over by another run (this run outlived its lease)"
+            except (obstore.exceptions.BaseError, OSError):
+                pass  # the store did not answer: the next renewal tries again, the commit checks
 
     def release(self) -> None:
         if self.e_tag is not None and not self.lost:
@@ -173,13 +179,19 @@ def _index(local: Path) -> dict[str, list]:
 
 
 def manifest(lake: lake_url.S3Location) -> dict[str, str]:
-    data = lake_url.read_bytes(lake / STATE / "manifest.json")
+    """The committed snapshot: {path: sha256}; {} when there is none (a new lake) or it cannot be used."""
+    where = lake / STATE / "manifest.json"
+    data = lake_url.read_bytes(where)
     if data is None:
         return {}
     try:
-        return json.loads(data)["files"]
+        files = json.loads(data)["files"]
+        if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()):
+            return files
     except (ValueError, KeyError, TypeError):
-        raise LakeError(f"{lake / STATE / 'manifest.json'} is not an analytics state manifest") from None
+        pass
+    log.warning("%s is not an analytics state manifest: recomputing every table from the lake once", where)
+    return {}
 
 
 def pull(lake: lake_url.S3Location, local: Path) -> dict[str, str]:
@@ -195,7 +207,15 @@ def pull(lake: lake_url.S3Location, local: Path) -> dict[str, str]:
             continue
         data = lake_url.read_bytes(lake / STATE / "objects" / sha)
         if data is None:
-            raise LakeError(f"{lake / STATE / 'manifest.json'} names {rel} as object {sha}, which is missing")
+            # Only a hand (or a lifecycle rule on the prefix) deletes a named object. The state is derived from the
+            # lake: start from none, and the run recomputes every table, rather than stop every run from now on.
+            log.warning(
+                "%s names %s as object %s, which is missing: recomputing every table from the lake once",
+                lake / STATE / "manifest.json",
+                rel,
+                sha,
+            )
+            return pull_nothing(local)
         write_bytes_atomic(local / rel, data)
         st = (local / rel).stat()
         fresh[rel] = [sha, st.st_mtime_ns, st.st_size]
@@ -203,6 +223,13 @@ def pull(lake: lake_url.S3Location, local: Path) -> dict[str, str]:
         (local / rel).unlink()
     write_bytes_atomic(local / INDEX, json.dumps(fresh, sort_keys=True).encode())
     return files
+
+
+def pull_nothing(local: Path) -> dict[str, str]:
+    """An empty state: the copy emptied, as for a new lake (its first run commits a whole snapshot)."""
+    shutil.rmtree(local, ignore_errors=True)
+    write_bytes_atomic(local / INDEX, b"{}")
+    return {}
 
 
 def push(lake: lake_url.S3Location, local: Path, before: dict[str, str], lease: Lease) -> None:

@@ -154,3 +154,42 @@ def test_the_dashboards_rebuild_when_a_run_commits_not_when_the_lease_is_renewed
     (tmp_path / "a.json").write_bytes(b"2")
     push(lake, tmp_path, before, lease)
     assert dash._state_key() not in ((), first)
+
+
+def test_a_snapshot_that_cannot_be_used_is_said_and_the_run_starts_from_no_state(lake, tmp_path, caplog):
+    local = tmp_path / "copy"
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    pull(lake, local)
+    (local / "a.json").write_bytes(b"1")
+    (local / "b.json").write_bytes(b"2")
+    push(lake, local, {}, lease)
+    # An object the manifest names is deleted by hand: the state is derived from the lake, so the run recomputes.
+    lake_url.delete_many([lake / "_state/analytics/objects" / _sha(b"2")])
+    fresh = tmp_path / "fresh"
+    assert pull(lake, fresh) == {}
+    assert not [p for p in fresh.rglob("*.json") if p.name != ".pulled.json"]
+    assert f"names b.json as object {_sha(b'2')}, which is missing" in caplog.text
+    # A manifest that is not one (written by hand): the same.
+    lake_url.write_bytes(lake / "_state/analytics/manifest.json", b"not json")
+    assert pull(lake, local) == {} and not (local / "a.json").exists()
+    assert "is not an analytics state manifest: recomputing every table" in caplog.text
+    # The next commit writes a whole snapshot again.
+    (local / "a.json").write_bytes(b"3")
+    push(lake, local, {}, lease)
+    assert manifest(lake) == {"a.json": _sha(b"3")} and _objects(lake) == {_sha(b"3")}
+
+
+def test_renewals_from_two_threads_at_once_keep_the_lease(lake):
+    import threading
+
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    threads = [threading.Thread(target=lease.renew) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not lease.lost
+    lease.renew()
+    assert not lease.lost
