@@ -19,6 +19,7 @@ import configparser
 import datetime as dt
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -380,11 +381,15 @@ def listing(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.en
 
     depth = pattern.count("/") + 1
     store = object_store(folder, environ)
+    # The pattern's leading folders without a wildcard narrow the LIST (`date=2026-11-02/*.parquet`: that day's
+    # objects and merge records, not the table's year of them).
+    fixed = list(itertools.takewhile(lambda seg: not any(c in seg for c in "*?["), pattern.split("/")[:-1]))
+    prefix = "/".join([folder.key, *fixed]) + "/"
     for _ in range(RELISTS):
         try:
             meta = {
                 o["path"]: (o["e_tag"] or str(o["last_modified"]), o["size"])
-                for batch in obstore.list(store, prefix=folder.key + "/")
+                for batch in obstore.list(store, prefix=prefix)
                 for o in batch
             }
         except (obstore.exceptions.BaseError, OSError) as e:
