@@ -134,8 +134,12 @@ def layout(ctx, f):
             else note(
                 "Not enough history to forecast: "
                 + (
-                    ", ".join(f"{m} has {n} days" for m, n in short.select("gpu_model", "history_days").iter_rows())
-                    or "the analytics have not run since this lake got data"
+                    (
+                        ", ".join(f"{m} has {n} days" for m, n in short.select("gpu_model", "history_days").iter_rows())
+                        if short.height  # no forecast rows at all (no complete day yet): the frame has no columns
+                        else ""
+                    )
+                    or "no complete UTC day of demand yet, or the analytics have not run since this lake got data"
                 )
                 + " (28 are needed: two weekly seasons plus the 14-day backtest).",
                 "cap-forecast-short",
