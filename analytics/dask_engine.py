@@ -133,15 +133,35 @@ class DaskEngine:
 
         Raises ClusterError naming the chunk's days that failed (after Dask's own retries); nothing of that chunk
         or any later one is published."""
-        if isinstance(lake := lake_url.parse(lake), lake_url.S3Location):
-            yield from self._chunks_s3(lake, writer, chunks, lo, hi, allocs)
-            return
-        lake = Path(lake).resolve()
-        # Runs take turns (runner.run holds `rewriting`), so anything already staged is a dead run's: drop it.
-        shutil.rmtree(lake / STAGING, ignore_errors=True)
         run_id = uuid.uuid4().hex[:12]
-        run_dir = lake / STAGING / run_id
-        ensure_dir(run_dir)
+        if isinstance(lake := lake_url.parse(lake), lake_url.S3Location):
+            # Nothing is staged there: each worker returns its day's objects, put once the whole chunk succeeded.
+            run_dir = lake / "_state" / "probe" / f"dask-{run_id}"  # only the workers' probe
+
+            def publish(results):
+                lake_url.put_many([o for r in results for job in TELEMETRY for o in r[job][1]])
+
+            def clean():
+                with contextlib.suppress(LakeError):
+                    lake_url.delete_many([run_dir / "probe"])
+
+        else:
+            lake = Path(lake).resolve()
+            # Runs take turns (runner.run holds `rewriting`), so anything already staged is a dead run's: drop it.
+            shutil.rmtree(lake / STAGING, ignore_errors=True)
+            run_dir = lake / STAGING / run_id
+            ensure_dir(run_dir)
+
+            def publish(results):
+                writer.publish_staged([(Path(a), Path(b)) for r in results for job in TELEMETRY for a, b in r[job][1]])
+
+            def clean():
+                # Tasks of later chunks may still run (a task cannot be stopped); what they stage is removed here or
+                # by the next run, and never published.
+                shutil.rmtree(run_dir, ignore_errors=True)
+                with contextlib.suppress(OSError):  # not empty: a cancelled task staged after us; the next run clears
+                    (lake / STAGING).rmdir()
+
         futures = []
         try:
             self._check_workers(lake, run_dir)
@@ -157,45 +177,14 @@ class DaskEngine:
                 results = [f.result() for f in fs]
                 seconds = {"gpu_5min": time.perf_counter() - mark}
                 mark = time.perf_counter()
-                writer.publish_staged([(Path(a), Path(b)) for r in results for job in TELEMETRY for a, b in r[job][1]])
-                share = (time.perf_counter() - mark) / len(TELEMETRY)
-                yield {job: (sum(r[job][0] for r in results), seconds.get(job, 0.0) + share) for job in TELEMETRY}
-        finally:
-            # Tasks of later chunks may still run (a task cannot be stopped); what they stage is removed here or by
-            # the next run, and never published.
-            self.client.cancel([f for fs in futures for f in fs])
-            shutil.rmtree(run_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):  # not empty: a cancelled task staged after us; the next run clears it
-                (lake / STAGING).rmdir()
-
-    def _chunks_s3(self, lake, writer: LakeWriter, chunks, lo, hi, allocs) -> Iterator[dict[str, tuple[int, float]]]:
-        """telemetry_chunks on an object-store lake: the workers return their objects, the client puts them."""
-        run_id = uuid.uuid4().hex[:12]
-        probe_dir = lake / "_state" / "probe" / f"dask-{run_id}"
-        futures = []
-        try:
-            self._check_workers(lake, probe_dir)
-            for chunk in chunks:
-                futures.append([self._submit(lake, "", run_id, d, lo, hi, allocs) for d in chunk])
-            for chunk, fs in zip(chunks, futures, strict=True):
-                mark = time.perf_counter()
-                with self.client.as_current():
-                    self._distributed.wait(fs)
-                failed = [(d, f) for d, f in zip(chunk, fs, strict=True) if f.status != "finished"]
-                if failed:
-                    raise ClusterError(self._failure(failed))
-                results = [f.result() for f in fs]
-                seconds = {"gpu_5min": time.perf_counter() - mark}
-                mark = time.perf_counter()
-                lake_url.put_many([o for r in results for job in TELEMETRY for o in r[job][1]])
+                publish(results)
                 share = (time.perf_counter() - mark) / len(TELEMETRY)
                 yield {job: (sum(r[job][0] for r in results), seconds.get(job, 0.0) + share) for job in TELEMETRY}
         finally:
             self.client.cancel([f for fs in futures for f in fs])
-            with contextlib.suppress(LakeError):
-                lake_url.delete_many([probe_dir / "probe"])
+            clean()
 
-    def _submit(self, lake, run_dir: Path, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
+    def _submit(self, lake, run_dir, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
         midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
         # Only the day's allocations travel with its task (telemetry_day clips them to the day).
         mine = allocs.filter((pl.col("end") > midnight) & (pl.col("start") < midnight + dt.timedelta(days=1)))
