@@ -4,7 +4,7 @@
 - Jobs: `job_state(...)`, one row of the raw `jobs` table.
 - Allocations: `allocation(...)` and `allocations(...)`, intervals of GPU held as the analytics read them.
 - Lakes: `make_lake(...)`, a simulated lake at a fixed seed ending at `END`, and `write_rows(...)` for a
-  hand-built one.
+  hand-built one; `differences(a, b, table)` and `assert_same_lake(a, b)` compare two lakes' rows (EXCEPT ALL).
 - Kubernetes objects: real fixture objects, deserialized by the real kubernetes client. `pod("name")` loads
   tests/fixtures/k8s/<name>.yaml and turns it into a V1Pod through ApiClient.deserialize, the same code path a
   watch event takes. `derived(...)` edits a copy of a real pod's dict first; each helper says what it changes, so
@@ -18,12 +18,13 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import yaml
 
 from gpuledger import schema
 from gpuledger.config import defaults
-from gpuledger.lake import LakeWriter, frame_from_rows
+from gpuledger.lake import LakeWriter, frame_from_rows, table_files
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,6 +109,39 @@ def write_rows(lake: Path, table: str, rows: list[dict], name: str = "test") -> 
 
 
 # -- Kubernetes objects --------------------------------------------------------------------------------------------
+
+
+def differences(a: Path, b: Path, table: str) -> tuple[int, int]:
+    """(rows of a not in b, rows of b not in a) of one table of two local lakes, as multisets (DuckDB EXCEPT ALL)."""
+    fa, fb = ([str(f) for f in table_files(x, table)] for x in (a, b))
+    con = duckdb.connect()
+    if not fa or not fb:
+        count = "SELECT count(*) FROM read_parquet(?)"
+        return (
+            con.execute(count, [fa]).fetchone()[0] if fa else 0,
+            con.execute(count, [fb]).fetchone()[0] if fb else 0,
+        )
+    q = "SELECT count(*) FROM (SELECT * FROM read_parquet(?, hive_partitioning=true) EXCEPT ALL "
+    q += "SELECT * FROM read_parquet(?, hive_partitioning=true))"
+    return con.execute(q, [fa, fb]).fetchone()[0], con.execute(q, [fb, fa]).fetchone()[0]
+
+
+def assert_same_lake(a: Path, b: Path) -> int:
+    """Two local lakes hold the same tables, under the same file names, with the same rows (EXCEPT ALL both ways,
+    every column). Returns the rows compared, for the caller to check that the comparison was not of empty tables."""
+    tables = [t for t in schema.TABLES if table_files(a, t)]
+    assert tables == [t for t in schema.TABLES if table_files(b, t)]
+    rows = 0
+    for t in tables:
+        assert [f.relative_to(a) for f in table_files(a, t)] == [f.relative_to(b) for f in table_files(b, t)], t
+        extra, missing = differences(a, b, t)
+        assert (extra, missing) == (0, 0), f"{t}: {extra} row(s) only in {a}, {missing} only in {b}"
+        rows += (
+            duckdb.connect()
+            .execute("SELECT count(*) FROM read_parquet(?)", [[str(f) for f in table_files(a, t)]])
+            .fetchone()[0]
+        )
+    return rows
 
 
 def _jsonable(o):

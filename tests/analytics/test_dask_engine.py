@@ -20,7 +20,6 @@ from pathlib import Path
 
 import cloudpickle
 import dask
-import duckdb
 import polars as pl
 import pytest
 from distributed import Client, LocalCluster
@@ -32,6 +31,7 @@ from gpuledger.analytics.runner import TELEMETRY, run, watermark
 from gpuledger.errors import ClusterError
 from gpuledger.lake import table_files
 
+from builders import assert_same_lake as same_lake
 from conftest import END, REPO, make_lake
 
 TO = "2026-11-02T00:00:00+00:00"  # END
@@ -47,25 +47,10 @@ def cluster():
         yield c
 
 
-def _tables(lake: Path) -> list[str]:
-    return [t for t in schema.TABLES if table_files(lake, t)]
-
-
 def assert_same_lake(a: Path, b: Path) -> None:
-    """Same tables, same files, same rows (EXCEPT ALL both ways empty), same watermarks."""
-    assert _tables(a) == _tables(b)
-    assert {*TELEMETRY} <= {*_tables(a)}
-    con = duckdb.connect()
-    for t in _tables(a):
-        assert [f.relative_to(a) for f in table_files(a, t)] == [f.relative_to(b) for f in table_files(b, t)], t
-        globs = [str(x / t / schema.table(t).file_glob) for x in (a, b)]
-        for x, y in (globs, globs[::-1]):
-            extra = con.execute(
-                "SELECT * FROM read_parquet(?, hive_partitioning = true) "
-                "EXCEPT ALL SELECT * FROM read_parquet(?, hive_partitioning = true)",
-                [x, y],
-            ).fetchall()
-            assert not extra, f"{t}: {len(extra)} row(s) of {x} are not in {y}, e.g. {extra[:2]}"
+    """builders.assert_same_lake, the telemetry tables among them, and the same watermarks."""
+    same_lake(a, b)
+    assert {*TELEMETRY} <= {t for t in schema.TABLES if table_files(a, t)}
     for job in TELEMETRY:
         assert watermark(a, job) == watermark(b, job)
 

@@ -28,10 +28,9 @@ from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.runner import run
 from gpuledger.config import Rate, defaults
-from gpuledger.lake import table_files
 from gpuledger.schema import DERIVED_TABLES
 
-from builders import H100, at, epoch_us, job_state, make_lake, write_rows
+from builders import H100, at, differences, epoch_us, job_state, make_lake, write_rows
 
 JOB_TABLES = (
     "gpu_allocations",
@@ -129,21 +128,6 @@ def copy_raw(src, dst):
     for t in DERIVED_TABLES:
         shutil.rmtree(dst / t.name, ignore_errors=True)
     shutil.rmtree(dst / "_state" / "analytics", ignore_errors=True)
-
-
-def differences(a, b, table) -> tuple[int, int]:
-    """(rows of a not in b, rows of b not in a), as multisets."""
-    fa, fb = ([str(f) for f in table_files(x, table)] for x in (a, b))
-    if not fa or not fb:
-        return len(fa) and _count(fa), len(fb) and _count(fb)
-    con = duckdb.connect()
-    q = "SELECT count(*) FROM (SELECT * FROM read_parquet(?, hive_partitioning=true) EXCEPT ALL "
-    q += "SELECT * FROM read_parquet(?, hive_partitioning=true))"
-    return con.execute(q, [fa, fb]).fetchone()[0], con.execute(q, [fb, fa]).fetchone()[0]
-
-
-def _count(files) -> int:
-    return duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [files]).fetchone()[0]
 
 
 def grow(lake, config, steps=STEPS):

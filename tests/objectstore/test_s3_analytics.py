@@ -38,6 +38,8 @@ from gpuledger.lake_url import S3Location
 from gpuledger.schema import DERIVED_TABLES
 from gpuledger.spool import Spool
 
+from builders import differences
+
 T0 = 1_793_491_200.0 - 2 * 3600  # 2026-10-31T22:00Z: HOURS from here span two dates
 HOURS = 3
 PREFIX = "fleet/eu"
@@ -134,21 +136,6 @@ def _files(root: Path, table: str) -> list[str]:
     return sorted(str(p) for p in (root / table).glob("date=*/*.parquet"))
 
 
-def _differences(a: Path, b: Path, table: str) -> tuple[int, int]:
-    """(rows of a not in b, rows of b not in a), as multisets."""
-    fa, fb = _files(a, table), _files(b, table)
-    con = duckdb.connect()
-    if not fa or not fb:
-        count = "SELECT count(*) FROM read_parquet(?)"
-        return (
-            con.execute(count, [fa]).fetchone()[0] if fa else 0,
-            con.execute(count, [fb]).fetchone()[0] if fb else 0,
-        )
-    q = "SELECT count(*) FROM (SELECT * FROM read_parquet(?, hive_partitioning=true) EXCEPT ALL "
-    q += "SELECT * FROM read_parquet(?, hive_partitioning=true))"
-    return con.execute(q, [fa, fb]).fetchone()[0], con.execute(q, [fb, fa]).fetchone()[0]
-
-
 def _same_as_local(lake: S3Location, local: Path, copy: Path) -> dict[str, int]:
     """Downloads the bucket's derived tables into `copy` and compares them with the local lake's: the same keys, the
     same rows. Returns each derived table's rows."""
@@ -159,7 +146,7 @@ def _same_as_local(lake: S3Location, local: Path, copy: Path) -> dict[str, int]:
     assert got == want
     rows = {}
     for table in sorted(DERIVED):
-        assert _differences(copy, local, table) == (0, 0), table
+        assert differences(copy, local, table) == (0, 0), table
         files = _files(local, table)
         rows[table] = (
             duckdb.connect().execute("SELECT count(*) FROM read_parquet(?)", [files]).fetchone()[0] if files else 0

@@ -7,39 +7,17 @@ from __future__ import annotations
 
 import shutil
 
-import duckdb
 import pytest
 from distributed import LocalCluster
 from s3_server import download, upload
 
-from gpuledger import schema
 from gpuledger.analytics import runner
 from gpuledger.analytics.runner import TELEMETRY, run, watermark
 from gpuledger.errors import ClusterError
-from gpuledger.lake import table_files
 from gpuledger.lake_url import S3Location
 
+from builders import assert_same_lake
 from conftest import END, make_lake
-
-
-def _same_tables(a, b) -> int:
-    """Every table of `a` has the same files and rows (EXCEPT ALL both ways) in `b`; returns the rows compared."""
-    tables = [t for t in schema.TABLES if table_files(a, t)]
-    assert tables == [t for t in schema.TABLES if table_files(b, t)]
-    assert {*TELEMETRY} <= {*tables}
-    con, rows = duckdb.connect(), 0
-    for t in tables:
-        assert [f.relative_to(a) for f in table_files(a, t)] == [f.relative_to(b) for f in table_files(b, t)], t
-        globs = [str(x / t / schema.table(t).file_glob) for x in (a, b)]
-        for x, y in (globs, globs[::-1]):
-            extra = con.execute(
-                "SELECT * FROM read_parquet(?, hive_partitioning = true) "
-                "EXCEPT ALL SELECT * FROM read_parquet(?, hive_partitioning = true)",
-                [x, y],
-            ).fetchall()
-            assert not extra, f"{t}: {len(extra)} row(s) of {x} are not in {y}, e.g. {extra[:2]}"
-        rows += con.execute("SELECT count(*) FROM read_parquet(?)", [globs[0]]).fetchone()[0]
-    return rows
 
 
 @pytest.fixture
@@ -60,7 +38,7 @@ def test_a_cluster_run_on_s3_writes_what_a_local_run_writes(s3, s3_cluster, tmp_
     got = {r.job: r.rows for r in run(lake, until_s=END, scheduler=s3_cluster.scheduler_address)}
     assert got["gpu_5min"] == 4 * 288 * 2.5  # 4 GPUs x 288 buckets a day x 2.5 days
     keys = download(lake, tmp_path / "got", keep=lambda rel: not rel.startswith("_state/"))
-    assert _same_tables(src, tmp_path / "got") > 5000
+    assert assert_same_lake(src, tmp_path / "got") > 5000
     assert not [k for k in keys if "staging" in k or k.endswith(".tmp")]
     # A re-run from mid-morning: the workers keep that day's earlier rows from the objects they replace.
     from_s = END - 5.5 * 3600
@@ -68,7 +46,7 @@ def test_a_cluster_run_on_s3_writes_what_a_local_run_writes(s3, s3_cluster, tmp_
     run(lake, until_s=END, from_s=from_s, scheduler=s3_cluster.scheduler_address)
     shutil.rmtree(tmp_path / "got")
     download(lake, tmp_path / "got", keep=lambda rel: not rel.startswith("_state/"))
-    _same_tables(src, tmp_path / "got")
+    assert_same_lake(src, tmp_path / "got")
     for job in TELEMETRY:
         assert watermark(lake, job) == watermark(src, job) == END
 
