@@ -276,3 +276,19 @@ def stop_enforcer(p, sig: int | None = None, wait_s: float = 30) -> str:
         raise AssertionError("enforcer serve did not stop: " + p.communicate()[1]) from None
     assert "Traceback" not in err, err
     return err
+
+
+# -- dashboards ----------------------------------------------------------------------------------------------------
+def page_request(path: str, search: str = "") -> dict:
+    """The body a browser POSTs to /_dash-update-component to draw page `path` (the router's callback: the page and
+    the nav from the URL), for tests that render a page without a browser."""
+    return {
+        "output": "..page.children...nav.children..",
+        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "inputs": [
+            {"id": "url", "property": "pathname", "value": path},
+            {"id": "url", "property": "search", "value": search},
+        ],
+        "changedPropIds": ["url.pathname"],
+        "state": [],
+    }

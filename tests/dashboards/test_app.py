@@ -8,6 +8,8 @@ import pytest
 from gpuledger.dashboards import filters
 from gpuledger.dashboards.app import PAGES, create_app
 
+from builders import page_request
+
 BOUNDS = (dt.date(2026, 9, 28), dt.date(2026, 11, 1))
 
 
@@ -43,17 +45,7 @@ def test_filters_round_trip_through_the_url():
 
 
 def _render(app, path, search=""):
-    body = {
-        "output": "..page.children...nav.children..",
-        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
-        "inputs": [
-            {"id": "url", "property": "pathname", "value": path},
-            {"id": "url", "property": "search", "value": search},
-        ],
-        "changedPropIds": ["url.pathname"],
-        "state": [],
-    }
-    return app.server.test_client().post("/_dash-update-component", json=body)
+    return app.server.test_client().post("/_dash-update-component", json=page_request(path, search))
 
 
 def test_basic_auth_guards_pages_and_callbacks(tmp_path):

@@ -25,6 +25,8 @@ from s3_server import free_port
 from gpuledger.lake import scan
 from gpuledger.lake_url import S3Location
 
+from builders import page_request
+
 CONFIG = """
 [collector]
 interval_s = 1
@@ -72,17 +74,7 @@ def _get(url: str, headers: dict | None = None, data: bytes | None = None) -> tu
 
 def _page(port: int, path: str) -> tuple[int, bytes]:
     """What the browser asks for to draw `path`: the page callback's output (figures drawn from the lake)."""
-    body = {
-        "output": "..page.children...nav.children..",
-        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
-        "inputs": [
-            {"id": "url", "property": "pathname", "value": path},
-            {"id": "url", "property": "search", "value": ""},
-        ],
-        "changedPropIds": ["url.pathname"],
-        "state": [],
-    }
-    return _get(f"http://127.0.0.1:{port}/_dash-update-component", LOGIN, json.dumps(body).encode())
+    return _get(f"http://127.0.0.1:{port}/_dash-update-component", LOGIN, json.dumps(page_request(path)).encode())
 
 
 def _sql(lake: str, query: str, env: dict) -> pl.DataFrame:

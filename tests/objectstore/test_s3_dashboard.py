@@ -13,6 +13,8 @@ from gpuledger.dashboards.app import PAGES, create_app
 from gpuledger.lake_url import S3Location
 from gpuledger.query import Lake
 
+from builders import page_request
+
 
 @pytest.fixture
 def s3_lake(s3, analysed_lake) -> S3Location:
@@ -36,17 +38,7 @@ def test_the_overview_page_shows_the_fleet_from_s3(dash_duo, s3_lake, analysed_l
 
 
 def _render(app, path):
-    body = {
-        "output": "..page.children...nav.children..",
-        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
-        "inputs": [
-            {"id": "url", "property": "pathname", "value": path},
-            {"id": "url", "property": "search", "value": ""},
-        ],
-        "changedPropIds": ["url.pathname"],
-        "state": [],
-    }
-    return app.server.test_client().post("/_dash-update-component", json=body)
+    return app.server.test_client().post("/_dash-update-component", json=page_request(path))
 
 
 def test_every_page_renders_from_s3_as_from_the_local_lake(s3_lake, analysed_lake):
