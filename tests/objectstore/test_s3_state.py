@@ -26,6 +26,17 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _committed(lake: S3Location, local, files: dict[str, bytes]) -> Lease:
+    """A first run's state committed: the lease taken, `files` written into the local copy and pushed."""
+    lease = Lease(lake, 60, holder="one")
+    lease.acquire()
+    pull(lake, local)
+    for rel, data in files.items():
+        (local / rel).write_bytes(data)
+    push(lake, local, {}, lease)
+    return lease
+
+
 @pytest.fixture
 def lake(s3) -> S3Location:
     return S3Location(s3.bucket, "eu/lake")
@@ -68,11 +79,7 @@ def test_a_run_commits_its_state_and_another_machine_pulls_it(lake, tmp_path):
 
 def test_a_run_that_dies_before_its_manifest_leaves_the_last_snapshot_whole(lake, tmp_path, monkeypatch):
     local = tmp_path / "copy"
-    lease = Lease(lake, 60, holder="one")
-    lease.acquire()
-    pull(lake, local)
-    (local / "a.json").write_bytes(b"old")
-    push(lake, local, {}, lease)
+    lease = _committed(lake, local, {"a.json": b"old"})
     before = pull(lake, local)
     (local / "a.json").write_bytes(b"new")
 
@@ -158,12 +165,7 @@ def test_the_dashboards_rebuild_when_a_run_commits_not_when_the_lease_is_renewed
 
 def test_a_snapshot_that_cannot_be_used_is_said_and_the_run_starts_from_no_state(lake, tmp_path, caplog):
     local = tmp_path / "copy"
-    lease = Lease(lake, 60, holder="one")
-    lease.acquire()
-    pull(lake, local)
-    (local / "a.json").write_bytes(b"1")
-    (local / "b.json").write_bytes(b"2")
-    push(lake, local, {}, lease)
+    lease = _committed(lake, local, {"a.json": b"1", "b.json": b"2"})
     # An object the manifest names is deleted by hand: the state is derived from the lake, so the run recomputes.
     lake_url.delete_many([lake / "_state/analytics/objects" / _sha(b"2")])
     fresh = tmp_path / "fresh"
