@@ -212,6 +212,11 @@ def _once(lake: str, cfg: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([*cmd, "--config", str(cfg)], capture_output=True, text=True, env=env, timeout=120)
 
 
+def _analyze(lake: str, cfg: Path, env: dict) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "gpuledger.cli", "analyze", "--lake", lake, "--config", str(cfg)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
 def _last_line(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
@@ -237,6 +242,19 @@ def test_a_misconfigured_store_is_one_line_and_exit_1(moto_server, tmp_path):
         }
         lines = {name: _last_line(_once(lake, cfg, env)) for name, (env, lake) in cases.items()}
         assert _once("s3://lake-auth/p", cfg, good).returncode == 0  # the same, configured right, works
+        analyze = {name: _last_line(_analyze(lake, cfg, env)) for name, (env, lake) in cases.items()}
+        assert _analyze("s3://lake-auth/p", cfg, good).returncode == 0
+    # `analyze` meets the store first at its lease: the same problems, named the same way.
+    lease = "s3://lake-auth/p/_state/analytics/lease.json"
+    assert analyze["unreachable"] == (
+        f"Error: lake error: object store endpoint {down} unreachable, while writing the analytics lease {lease}"
+    )
+    assert "(SignatureDoesNotMatch): bad credentials, while writing the analytics lease" in analyze["bad secret"]
+    assert "(InvalidAccessKeyId): bad credentials" in analyze["unknown key"]
+    assert analyze["missing bucket"].startswith("Error: lake error: bucket 'no-such-lake' does not exist at ")
+    assert analyze["read only"] == (
+        f"Error: lake error: no permission to write to {lease} (AccessDenied), while writing the analytics lease"
+    )
     assert lines["unreachable"] == (
         f"Error: lake error: object store endpoint {down} unreachable, while reading s3://lake-auth/p/_sim/default.json"
     )
