@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 import polars as pl
 
+from gpuledger.analytics.sums import exact_mean
+
 HORIZON_DAYS = 28
 BACKTEST_DAYS = 14
 SEASON_DAYS = 7
@@ -26,8 +28,10 @@ METHOD = "holt-winters additive damped trend, weekly additive season"
 
 def day_means(fleet: pl.LazyFrame) -> pl.LazyFrame:
     """Each UTC day's mean demand and supply, per cluster and model."""
+    # Exact means: a float mean's last bits depend on the order polars' threads add the rows in, and the forecast of
+    # one lake must not differ between two runs (nor between a disk and an object-store lake: tests compare them).
     return fleet.group_by("cluster", "gpu_model", pl.col("hour").dt.truncate("1d").alias("day")).agg(
-        pl.col("demand_gpus").mean(), pl.col("gpus").mean().alias("supply_gpus")
+        exact_mean(pl.col("demand_gpus")).alias("demand_gpus"), exact_mean(pl.col("gpus")).alias("supply_gpus")
     )
 
 

@@ -28,10 +28,12 @@ from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import Plan, job_tables, prepare, write_changed_partitions
 from gpuledger.analytics.state_store import session, state_dir
+from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
+from gpuledger.errors import GpuledgerError
 from gpuledger.lake import LakeWriter, has_data, partition_file, read_file, scan
 from gpuledger.lake_lock import rewriting
 
@@ -111,8 +113,8 @@ def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
     spent = (
         cost.group_by("tenant")  # every cluster's cost: a budget is money, the tenant's wherever it ran
         .agg(
-            (pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).sum().alias("usd"),
-            pl.col("gpu_hours").fill_null(0).sum().alias("gpu_h"),
+            exact_sum(pl.col("cost_usd").fill_null(0) + pl.col("idle_share_usd").fill_null(0)).alias("usd"),
+            exact_sum(pl.col("gpu_hours").fill_null(0)).alias("gpu_h"),
         )
         .drop_nulls("tenant")
         .collect()
@@ -423,8 +425,22 @@ def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tu
 
 def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
     """Called by `gpuledger up`: run the analytics every `every_s` seconds (never two at once)."""
+
+    def job() -> None:
+        try:
+            run(lake, cfg=cfg)
+        except GpuledgerError as e:
+            # The lake unreachable, the lease held by another run: one line, and the next interval tries again.
+            log.error("analytics run failed: %s; retried in %g s", e, every_s)
+        except Exception as e:
+            loc = lake_url.parse(lake)
+            if isinstance(loc, lake_url.S3Location) and (err := lake_url.store_failure(e, loc)) is not None:
+                log.error("analytics run failed: %s; retried in %g s", err, every_s)
+                return
+            raise
+
     scheduler.add_job(
-        lambda: run(lake, cfg=cfg),
+        job,
         "interval",
         seconds=every_s,
         id="analytics",

@@ -17,3 +17,9 @@ EXACT = pl.Decimal(38, 18)
 def exact_sum(e: pl.Expr) -> pl.Expr:
     """sum() of a float expression, order-independent (0.0 when every value is null, like sum())."""
     return e.cast(EXACT).sum().cast(pl.Float64)
+
+
+def exact_mean(e: pl.Expr) -> pl.Expr:
+    """mean() of a float expression, order-independent (null when every value is null, like mean())."""
+    n = e.count()
+    return pl.when(n > 0).then(exact_sum(e) / n)

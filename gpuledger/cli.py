@@ -119,7 +119,13 @@ def common(f):
                 f"{command} cannot use an object-store lake ({lake}) yet; commands that can: "
                 f"{', '.join(sorted(S3_COMMANDS))}"
             )
-        return f(Ctx(cfg, lake), **kw)
+        try:
+            return f(Ctx(cfg, lake), **kw)
+        except Exception as e:
+            # The store failing mid-command (polars or obstore raise their own types): one line, as at the start.
+            if isinstance(lake, lake_url.S3Location) and (err := lake_url.store_failure(e, lake)) is not None:
+                raise err from None
+            raise
 
     return wrapper
 

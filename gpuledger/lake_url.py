@@ -285,6 +285,22 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
     return LakeError(f"object store error on {where} while {doing}: {first[:300]}")
 
 
+# What the clients that read and write through object_store (polars' scans and sinks, obstore) put in the text of a
+# failure they pass up as their own exception type (ConnectionRefusedError, ComputeError, OSError...).
+_STORE_TEXT = ("object-store error", "Generic S3 error", "object_store", "error sending request")
+
+
+def store_failure(e: BaseException, where: S3Location, doing: str = "reading or writing") -> LakeError | None:
+    """A failure of the object store surfacing from inside polars or obstore during a command (the store went away
+    mid-run, credentials expired) as explain()'s one line; None for any other exception, which stays what it is."""
+    if isinstance(e, LakeError):
+        return None
+    text = str(e)
+    if not any(t in text for t in _STORE_TEXT):
+        return None
+    return explain(e, where, doing)
+
+
 def preflight(loc: S3Location, write_probe: str | None = None, environ: Mapping[str, str] = os.environ) -> None:
     """Check the lake is reachable and readable (one LIST), and with `write_probe` writable: a PUT of
     `<lake>/_state/probe/<write_probe>` (outside every table's prefix, so no reader lists it; overwritten by each
