@@ -200,7 +200,7 @@ def run(
             engine = stack.enter_context(DaskEngine(address))
         if isinstance(lake, lake_url.S3Location):
             # One run at a time by a lease, the state pulled and committed (analytics/state_store.py). Compaction
-            # there needs no turn: it deletes no object a reader's listing does not already leave out.
+            # there needs no turn: it deletes a merged day's inputs only well after the merge (compaction_s3).
             stack.enter_context(session(lake, (cfg or defaults()).analytics.lease_s))
         else:
             # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.

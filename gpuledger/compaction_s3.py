@@ -6,14 +6,18 @@ Order, per day:
      inputs) with If-None-Match: of two compactors of one day, one goes on; the other finds the record and finishes
      the same merge (same inputs, same output) or leaves it.
   2. Write the output (polars' S3 sink: one PUT or a multipart upload, visible only whole).
-  3. DELETE the inputs. The record stays (it is tiny, one per merge, and never rewritten).
+  3. DELETE the inputs, once the output is KEEP_INPUTS_S old (at a later compaction): a reader that listed the day
+     before the output existed reads the inputs it listed, and an analytics run or a dashboard snapshot reads for
+     seconds to minutes after its LIST; deleted at once, its GET found no object and the run failed. Readers that
+     list after the output ignore the inputs (below), so keeping them costs storage only. The record stays (it is
+     tiny, one per merge, and never rewritten).
 Readers (gpuledger.lake_url.glob, under gpuledger.lake.table_files and scan) read, of a day, every Parquet object
 less the inputs of each record whose output they listed; a LIST that shows neither an input nor its record's output
 (an input deleted after the output's page was listed: a LIST of many pages is not a snapshot) is listed again.
 Records sort after every `part-` key, so a LIST that reached an output reaches its record too (written before it).
 A crash after 1 leaves a record with no output: readers read the inputs, and the next compaction merges the day
 again (the same record if no file came meanwhile, else a new one). A crash after 2 or mid-3: readers already
-read the output alone; the next compaction deletes the inputs left.
+read the output alone; a later compaction deletes the inputs left.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from gpuledger import lake_url, schema
 from gpuledger.errors import LakeError
 from gpuledger.lake import COMPRESSION
 
+KEEP_INPUTS_S = 900.0  # a merged day's inputs outlive its output's PUT by this much: longer than any one read
+
 
 def compact(root: lake_url.S3Location, today: dt.date, grace_days: int, report) -> None:
     store = lake_url.object_store(root)
@@ -38,7 +44,7 @@ def compact(root: lake_url.S3Location, today: dt.date, grace_days: int, report) 
         days: dict[str, list[lake_url.S3Location]] = {}
         for f in files:
             days.setdefault(f.key.rsplit("/", 2)[-2], []).append(f)
-        report.recovered += _finish_merged(store, root / name)
+        report.recovered += _finish_merged(store, root / name, KEEP_INPUTS_S)
         for day, objs in sorted(days.items()):
             date = dt.date.fromisoformat(day.removeprefix("date="))
             if date > today - dt.timedelta(days=grace_days) or len(objs) < 2:
@@ -58,18 +64,20 @@ def compact(root: lake_url.S3Location, today: dt.date, grace_days: int, report) 
                     hive_partitioning=False,
                 )
                 lf.sink_parquet(str(output), compression=COMPRESSION, statistics=True, storage_options=opts)
-            _delete(store, [folder / n for n in inputs])
+            if KEEP_INPUTS_S <= 0:
+                _delete(store, [folder / n for n in inputs])
             report.partitions += 1
             report.files_in += len(inputs)
             report.files_out += 1
             report.rows += pl.scan_parquet(str(output), storage_options=opts).select(pl.len()).collect().item()
 
 
-def _finish_merged(store, table: lake_url.S3Location) -> int:
-    """Delete what merges published before a crash left: inputs of a record whose output exists. Returns the
-    merges finished."""
+def _finish_merged(store, table: lake_url.S3Location, keep_s: float) -> int:
+    """Delete the inputs of earlier merges (and of merges a crash cut short): those of a record whose output exists
+    and was written at least `keep_s` ago (its LIST time against this machine's clock: a skew of seconds is nothing
+    against minutes). Returns the merges finished."""
     try:
-        keys = {o["path"] for batch in obstore.list(store, prefix=table.key + "/") for o in batch}
+        keys = {o["path"]: o["last_modified"] for batch in obstore.list(store, prefix=table.key + "/") for o in batch}
     except (obstore.exceptions.BaseError, OSError) as e:
         raise lake_url.explain(e, table, "listing") from None
     done = 0
@@ -79,7 +87,9 @@ def _finish_merged(store, table: lake_url.S3Location) -> int:
             continue
         rec = json.loads(lake_url.read_bytes(lake_url.S3Location(table.bucket, key)) or b"{}")
         left = [n for n in rec.get("inputs", []) if f"{folder}/{n}" in keys]
-        if f"{folder}/{rec.get('output')}" in keys and left:
+        written = keys.get(f"{folder}/{rec.get('output')}")
+        old = written is not None and (dt.datetime.now(dt.timezone.utc) - written).total_seconds() >= keep_s
+        if old and left:
             _delete(store, [lake_url.S3Location(table.bucket, f"{folder}/{n}") for n in left])
             done += 1
     return done

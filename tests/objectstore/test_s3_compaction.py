@@ -5,6 +5,7 @@ by one, a compactor dying mid-way) reads every row once."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -91,6 +92,7 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     root = lake_url.parse(f"s3://{s3.bucket}/p")
     _fill(root, tmp_path)
     want = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
+    monkeypatch.setattr(compaction_s3, "KEEP_INPUTS_S", 0)  # inputs deleted in the same pass: each step seen
     seen = []
     real_delete = compaction_s3._delete
 
@@ -117,4 +119,27 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     assert sorted(k.removeprefix(day) for k in left if k.startswith(day) and k.endswith(".parquet")) == [
         _day(root, CLOSED)[0]
     ]  # the output alone: no input of the closed day is left
+    assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
+
+
+def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_path, monkeypatch):
+    """The inputs outlive the merge by KEEP_INPUTS_S: a query, a dashboard snapshot or an analytics scan that listed
+    the day before the output existed reads what it listed (deleted at once, its GET failed with no such key)."""
+    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    _fill(root, tmp_path)
+    listed = scan(root, "gpu_samples")  # the objects are listed now, read at collect()
+    want = listed.collect().sort("ts", "gpu_uuid")
+    monkeypatch.setattr(compaction_s3, "KEEP_INPUTS_S", 1.0)
+    report = compact(root, today=OPEN, grace_days=1)
+    assert report.partitions >= 1 and report.recovered == 0
+    assert listed.collect().sort("ts", "gpu_uuid").equals(want)  # every input it listed is still there
+    assert len(_day(root, CLOSED)) == 1  # a new listing reads the output alone
+    day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
+    stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
+    assert sum(k.endswith(".parquet") for k in stored) == 4  # 3 inputs and the output
+    time.sleep(1.2)
+    again = compact(root, today=OPEN, grace_days=1)  # a later pass, once the output is old enough
+    assert again.recovered >= 1 and again.partitions == 0
+    stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
+    assert [k.removeprefix(day) for k in stored if k.endswith(".parquet")] == _day(root, CLOSED)
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
