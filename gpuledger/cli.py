@@ -979,6 +979,7 @@ def compact_cmd(ctx: Ctx, grace_days) -> None:
     click.echo(
         f"compacted {r.partitions} partition(s): {r.files_in} files -> {r.files_out} ({r.rows:,} rows); "
         f"finished {r.recovered} interrupted compaction(s)"
+        + (f"; deleted the merged objects of {r.retired} earlier merge(s)" if r.retired else "")
     )
 
 

@@ -37,7 +37,8 @@ class CompactionReport:
     files_in: int = 0
     files_out: int = 0
     rows: int = 0
-    recovered: int = 0
+    recovered: int = 0  # interrupted compactions finished
+    retired: int = 0  # object store: earlier merges whose inputs were deleted now (compaction_s3.KEEP_INPUTS_S)
 
 
 def _finish(journal: Path) -> bool:

@@ -44,7 +44,7 @@ def compact(root: lake_url.S3Location, today: dt.date, grace_days: int, report) 
         days: dict[str, list[lake_url.S3Location]] = {}
         for f in files:
             days.setdefault(f.key.rsplit("/", 2)[-2], []).append(f)
-        report.recovered += _finish_merged(store, root / name, KEEP_INPUTS_S)
+        report.retired += _finish_merged(store, root / name, KEEP_INPUTS_S)
         for day, objs in sorted(days.items()):
             date = dt.date.fromisoformat(day.removeprefix("date="))
             if date > today - dt.timedelta(days=grace_days) or len(objs) < 2:

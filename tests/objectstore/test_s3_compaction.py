@@ -113,7 +113,7 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
     monkeypatch.setattr(compaction_s3, "_delete", real_delete)
     report = compact(root, today=OPEN, grace_days=1)
-    assert report.recovered == 1  # the dead compactor's inputs deleted
+    assert report.retired == 1  # the dead compactor's inputs deleted
     left = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket))]
     day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
     assert sorted(k.removeprefix(day) for k in left if k.startswith(day) and k.endswith(".parquet")) == [
@@ -131,7 +131,7 @@ def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_p
     want = listed.collect().sort("ts", "gpu_uuid")
     monkeypatch.setattr(compaction_s3, "KEEP_INPUTS_S", 1.0)
     report = compact(root, today=OPEN, grace_days=1)
-    assert report.partitions >= 1 and report.recovered == 0
+    assert report.partitions >= 1 and report.retired == 0
     assert listed.collect().sort("ts", "gpu_uuid").equals(want)  # every input it listed is still there
     assert len(_day(root, CLOSED)) == 1  # a new listing reads the output alone
     day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
@@ -139,7 +139,7 @@ def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_p
     assert sum(k.endswith(".parquet") for k in stored) == 4  # 3 inputs and the output
     time.sleep(1.2)
     again = compact(root, today=OPEN, grace_days=1)  # a later pass, once the output is old enough
-    assert again.recovered >= 1 and again.partitions == 0
+    assert again.retired >= 1 and again.partitions == 0
     stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
     assert [k.removeprefix(day) for k in stored if k.endswith(".parquet")] == _day(root, CLOSED)
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
