@@ -55,14 +55,6 @@ class Ctx:
         self.lake = lake
 
 
-# Commands that work on an object-store lake (s3://bucket/prefix, gpuledger/lake_url.py), by name; the
-# others say so in one line instead of failing somewhere inside. Add a command once it works there (issue 16).
-# sql, views, dashboard and export focus read through the query helper (gpuledger/query.py), which reads an S3 lake
-# through polars scans; `enforcer serve`/`check` (by their names, "serve" and "check") read the decision table there
-# and spool the audit on local disk.
-S3_COMMANDS = frozenset({"up", "collect", "compact", "analyze", "sql", "views", "dashboard", "focus", "serve", "check"})
-
-
 class _LakeParam(click.ParamType):
     """--lake: a local directory (a Path, as before) or s3://bucket/prefix; any other scheme is one line."""
 
@@ -112,13 +104,7 @@ def common(f):
         if lake is None:
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
         cfg = config_mod.with_overrides(cfg, lake)
-        lake = lake_url.parse(lake)
-        command = click.get_current_context().info_name
-        if isinstance(lake, lake_url.S3Location) and command not in S3_COMMANDS:
-            raise UsageError(
-                f"{command} cannot use an object-store lake ({lake}) yet; commands that can: "
-                f"{', '.join(sorted(S3_COMMANDS))}"
-            )
+        lake = lake_url.parse(lake)  # every command works on an s3:// lake too (docs/design/16-object-store.md)
         try:
             return f(Ctx(cfg, lake), **kw)
         except Exception as e:

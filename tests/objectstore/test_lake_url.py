@@ -56,11 +56,6 @@ def test_the_cli_and_the_config_take_an_s3_lake_and_refuse_other_schemes(cli, tm
     assert "collector.spool_dir: must be a local directory" in str(e.value)
     r = cli("sql", "--lake", "gs://x/y", "SELECT 1")
     assert r.exit_code == 2 and "Invalid value for '--lake': unknown scheme 'gs://' in 'gs://x/y'" in r.output
-    r = cli("simulate", "--lake", "s3://lake-a/p")  # a tool not yet on object storage (every stage is)
-    assert r.exit_code == 1
-    line = r.output.strip().splitlines()[-1]
-    assert line.startswith("Error: usage error: simulate cannot use an object-store lake (s3://lake-a/p) yet; ")
-    assert "analyze, check, collect, compact" in line and "up, views" in line
 
 
 def test_settings_come_from_the_environment_before_the_profile(tmp_path):
