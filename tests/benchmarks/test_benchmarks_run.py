@@ -76,6 +76,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"flush to s3 lake +{N} rows/s +median {N} ms per flush",
         rf"ratio local/s3 {N}x",
     ),
+    "objectstore_analytics.py": (
+        rf"first +{N} +{N} +{N} +{N} +{N} +{N}x +{N} +{N} +{N} +{N}",
+        rf"incremental +{N} +{N} +{N} +{N} +{N} +{N}x +{N} +{N} +{N} +{N}",
+        r"requests per run: .*most S3 extra: ",
+    ),
     "objectstore_views.py": (
         rf"tenant_daily +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
         rf"focus_cost +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
