@@ -129,8 +129,10 @@ class Lease:
 
     def release(self) -> None:
         if self.e_tag is not None and not self.lost:
-            with contextlib.suppress(LakeError):
+            try:
                 lake_url.delete_many([self.obj])
+            except LakeError as e:  # not raised: it would hide the run's own error; the lease expires by itself
+                log.warning("the analytics lease was not released (%s): the next run waits up to %g s", e, self.ttl_s)
 
     @contextlib.contextmanager
     def kept(self) -> Iterator[Lease]:

@@ -251,6 +251,7 @@ class StoreUnreachable(LakeError):
 
 
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
+_BATCH_CODE = re.compile(r"\(code: (\w+)")  # a DeleteObjects answer's per-key error, as obstore words it
 _BAD_CREDENTIALS = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
@@ -267,7 +268,7 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
     """One line naming which problem an object-store failure is: endpoint unreachable, bad credentials, missing
     bucket, access denied (no permission to write, when `doing` is a write), else the store's own first line."""
     text = str(e)
-    code = m.group(1) if (m := _CODE.search(text)) else None
+    code = m.group(1) if (m := _CODE.search(text) or _BATCH_CODE.search(text)) else None
     endpoint = aws_settings(environ).endpoint or "the AWS endpoint"
     if code in _BAD_CREDENTIALS:
         s = aws_settings(environ)
@@ -276,7 +277,13 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
     if code == "NoSuchBucket":
         return LakeError(f"bucket {where.bucket!r} does not exist at {endpoint} ({where}), while {doing}")
     if code in ("AccessDenied", "AllAccessDisabled"):
-        what = "no permission to write to" if doing.startswith("writ") else "access denied to"
+        what = (
+            "no permission to write to"
+            if doing.startswith("writ")
+            else "no permission to delete"
+            if doing.startswith("delet")
+            else "access denied to"
+        )
         return LakeError(f"{what} {where} ({code}), while {doing}")
     low = text.lower()
     if code is None and any(s in low for s in _UNREACHABLE):
