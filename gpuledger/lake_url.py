@@ -261,7 +261,19 @@ _BAD_CREDENTIALS = {
     "InvalidClientTokenId",
     "AuthorizationHeaderMalformed",
 }
-_UNREACHABLE = ("error sending request", "connection refused", "dns error", "timed out", "connect error")
+_UNREACHABLE = (
+    "error sending request",
+    "connection refused",
+    "dns error",
+    "timed out",
+    "connect error",
+    # The endpoint went away in the middle of an answer (a LIST's body cut off by a store restarting).
+    "response body error",
+    "connection reset",
+    "connection closed",
+    "broken pipe",
+    "incomplete message",
+)
 
 
 def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, str] = os.environ) -> LakeError:

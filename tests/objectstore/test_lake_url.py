@@ -103,3 +103,26 @@ def test_the_spool_of_an_s3_lake_is_on_local_disk(tmp_path):
     assert lake_url.default_spool_dir(s3, "n1", {"HOME": "/home/u"}) == Path(
         "/home/u/.local/state/gpuledger/spool/s3/lake-a/eu/p/n1"
     )
+
+
+def test_a_store_failure_is_named_by_what_it_is():
+    """lake_url.explain on the texts obstore and polars gave for real failures (against moto, in this repo's tests)."""
+    from gpuledger.lake_url import StoreUnreachable, explain
+
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}
+    lake = S3Location("lake-a", "p")
+    # The store stopped in the middle of a LIST's answer (test_s3_analyze_outage): the endpoint went away.
+    cut = "Generic S3 error: Error getting list response body: HTTP error: request or response body error"
+    e = explain(OSError(cut), lake / "gpu_hourly", "listing", env)
+    assert isinstance(e, StoreUnreachable)
+    assert str(e) == "object store endpoint http://127.0.0.1:9000 unreachable, while listing s3://lake-a/p/gpu_hourly"
+    # A DeleteObjects answer refusing one key (test_s3_permissions: a user without s3:DeleteObject).
+    denied = (
+        "Generic S3 error: DeleteObjects request failed for key p/job_hourly/date=2026-11-02/part-job_hourly.parquet: "
+        "Access Denied (code: AccessDenied)"
+    )
+    e = explain(OSError(denied), lake / "job_hourly", "deleting", env)
+    assert str(e) == "no permission to delete s3://lake-a/p/job_hourly (AccessDenied), while deleting"
+    # Anything else: the store's own first line, named as an object store error.
+    e = explain(OSError("Generic S3 error: something new\nmore"), lake, "reading", env)
+    assert str(e) == "object store error on s3://lake-a/p while reading: Generic S3 error: something new"
