@@ -127,12 +127,15 @@ class Lease:
             except (obstore.exceptions.BaseError, OSError):
                 pass  # the store did not answer: the next renewal tries again, the commit checks
 
-    def release(self) -> None:
+    def release(self, failed: bool = False) -> None:
+        """Delete the lease. Not raised if that fails, only said (the lease expires by itself), and not even said
+        when the run `failed`: its own error (most often the same store failing) is the line that matters."""
         if self.e_tag is not None and not self.lost:
             try:
                 lake_url.delete_many([self.obj])
-            except LakeError as e:  # not raised: it would hide the run's own error; the lease expires by itself
-                log.warning("the analytics lease was not released (%s): the next run waits up to %g s", e, self.ttl_s)
+            except LakeError as e:
+                if not failed:
+                    log.warning("analytics lease not released (%s): the next run waits up to %g s", e, self.ttl_s)
 
     @contextlib.contextmanager
     def kept(self) -> Iterator[Lease]:
@@ -146,12 +149,14 @@ class Lease:
 
         t = threading.Thread(target=renewing, name="analytics-lease", daemon=True)
         t.start()
+        failed = True
         try:
             yield self
+            failed = False
         finally:
             stop.set()
             t.join()
-            self.release()
+            self.release(failed)
 
 
 # -- the snapshot ---------------------------------------------------------------------------------------------------
