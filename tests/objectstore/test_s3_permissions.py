@@ -34,18 +34,6 @@ def raw(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize(
-    ("actions", "steps"),
-    [
-        # The collectors: a flush PUTs new keys and reads one back on a conflict; never a DELETE.
-        (WRITE, [("collect", "--source", "sim", "--once")]),
-        # The analytics and compaction rewrite and delete.
-        (ALL, [("analyze", "--to", TO), ("compact",)]),
-        # The dashboards (their queries): reads only.
-        (READ, [("sql", "SELECT count(*) AS n FROM gpu_hourly")]),
-    ],
-    ids=["collector", "analytics-compaction", "dashboards"],
-)
 def _as_user(srv: MotoServer, raw, tmp_path, monkeypatch, actions: tuple[str, ...], analysed: bool) -> dict:
     """The raw lake in the server's bucket (analysed, with `analysed`), then auth on: the environment of a user
     allowed only `actions`."""
