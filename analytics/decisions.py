@@ -14,6 +14,7 @@ are built, so no quota is silently ignored.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 
 import polars as pl
@@ -80,7 +81,9 @@ def fairshare(usage: pl.DataFrame, tenants: tuple[Tenant, ...]) -> pl.DataFrame:
     """tenant, weight_share (S), usage_share (U), fairshare (2^(-U/S))."""
     total_w = sum(t.weight for t in tenants) or 1.0
     u = dict(zip(usage["tenant"].to_list(), usage["usage_decayed"].to_list(), strict=True))
-    total_u = sum(v for k, v in u.items() if k in {t.name for t in tenants}) or 0.0
+    # fsum: exact whatever the order, and the usage rows come in a group-by's order (a plain sum's last bit changed
+    # between two runs of one lake, and with it the decisions rows).
+    total_u = math.fsum(v for k, v in u.items() if k in {t.name for t in tenants}) or 0.0
     rows = []
     for t in tenants:
         s = t.weight / total_w
@@ -108,7 +111,7 @@ def decisions(
     usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus); models: the lake's GPU models
     (`known_models`), which the quota keys are resolved against.
     """
-    held = allocs_now.group_by("tenant", "gpu_model").agg(pl.col("share").sum().alias("allocated_gpus"))
+    held = allocs_now.group_by("tenant", "gpu_model").agg(exact_sum(pl.col("share")).alias("allocated_gpus"))
     hold = {(r["tenant"], r["gpu_model"]): r["allocated_gpus"] for r in held.iter_rows(named=True)}
     idle = {(r["tenant"], r["gpu_model"]): r["idle_gpus"] for r in idle_now.iter_rows(named=True)}
     spent = dict(zip(spent_month["tenant"].to_list(), spent_month["usd"].to_list(), strict=True))
@@ -119,7 +122,7 @@ def decisions(
     for t in tenants:
         held_by = {m: v for (tn, m), v in hold.items() if tn == t.name}
         idle_by = {m: v for (tn, m), v in idle.items() if tn == t.name}
-        total = sum(held_by.values())
+        total = math.fsum(held_by.values())
         # The quota key of each model (None: only "*" applies), by the rate card's rule.
         keys = [k for k in t.quota if k != ANY]
         key_of = {m: match_model(m, keys) for m in {*models, *held_by} if m}
@@ -152,7 +155,7 @@ def decisions(
                     "weight_share": fs[t.name]["weight_share"],
                     "usage_share": fs[t.name]["usage_share"],
                     "fairshare": fs[t.name]["fairshare"],
-                    "idle_gpus_now": sum(idle_by.values()) if model is None else idle_by.get(model, 0.0),
+                    "idle_gpus_now": math.fsum(idle_by.values()) if model is None else idle_by.get(model, 0.0),
                     "computed_at": now,
                 }
             )

@@ -127,7 +127,7 @@ def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
         scan(lake, "idle_holds")
         .filter(pl.col("idle_s") >= a.waste_window_h * 3600)
         .group_by("cluster", "tenant", "gpu_model")
-        .agg(pl.col("share").sum().alias("idle_gpus"))
+        .agg(exact_sum(pl.col("share")).alias("idle_gpus"))
         .collect()
     )
     known = {t.name for t in tenants}
