@@ -161,21 +161,15 @@ class LakeWriter:
         Thousands of small partitions (an analytics run) are staged in threads (polars' writer releases the
         GIL) and made durable with one sync instead of one fsync each (gpuledger.atomic.write_many_atomic).
         """
-        check_name("file name", name)
         if isinstance(self.root, lake_url.S3Location):
             # A PUT replaces a key whole (a reader sees the old object or the new): no temp key, no guard.
             objects = self.partition_objects(table_name, df, name)
             lake_url.put_many(objects, workers)
             return [obj for obj, _ in objects]
-        items = []
-        for p, part in _groups(schema.table(table_name), df):
-            body = conform(table_name, part, file_only=True)
-            items.append(
-                (
-                    p.path(self.root) / f"part-{name}.parquet",
-                    lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True),
-                )
-            )
+        items = [
+            (path, lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True))
+            for path, body in self._files(table_name, df, name)
+        ]
         guard = self._guard([path for path, _ in items])
         if len(items) == 1:
             write_atomic(*items[0], guard=guard)
@@ -188,28 +182,24 @@ class LakeWriter:
     ) -> list[tuple[lake_url.S3Location, bytes]]:
         """An object-store lake's write_partitions, computed but not written: (key, Parquet bytes) per date. A Dask
         worker returns these to the client, which puts a chunk's objects once every task of it succeeded."""
+        return [
+            (obj, lake_url.parquet_bytes(body, compression=COMPRESSION, statistics=True))
+            for obj, body in self._files(table_name, df, name)
+        ]
+
+    def _files(self, table_name: str, df: pl.DataFrame, name: str):
+        """(lake path, rows conformed to the file's schema) of each date of `df` (which has a `date` column)."""
         check_name("file name", name)
-        out = []
         for p, part in _groups(schema.table(table_name), df):
-            body = conform(table_name, part, file_only=True)
-            out.append(
-                (
-                    p.path(self.root) / f"part-{name}.parquet",
-                    lake_url.parquet_bytes(body, compression=COMPRESSION, statistics=True),
-                )
-            )
-        return out
+            yield p.path(self.root) / f"part-{name}.parquet", conform(table_name, part, file_only=True)
 
     def stage_partitions(self, table_name: str, df: pl.DataFrame, name: str, staging: Path) -> list[tuple[Path, Path]]:
         """The first half of write_partitions, for a writer in another process (a Dask worker): each date's file is
         written and fsynced under `staging`, a folder of the lake outside every table's glob, so no reader sees it.
 
         Returns (staged file, lake path) pairs for publish_staged; nothing is in the lake until then."""
-        check_name("file name", name)
         staged = []
-        for p, part in _groups(schema.table(table_name), df):
-            body = conform(table_name, part, file_only=True)
-            path = p.path(self.root) / f"part-{name}.parquet"
+        for path, body in self._files(table_name, df, name):
             tmp = stage(
                 Path(staging) / path.relative_to(self.root),
                 lambda tmp, body=body: body.write_parquet(tmp, compression=COMPRESSION, statistics=True),
