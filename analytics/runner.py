@@ -428,16 +428,11 @@ def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
 
     def job() -> None:
         try:
-            run(lake, cfg=cfg)
+            with lake_url.store_errors(lake_url.parse(lake)):
+                run(lake, cfg=cfg)
         except GpuledgerError as e:
             # The lake unreachable, the lease held by another run: one line, and the next interval tries again.
             log.error("analytics run failed: %s; retried in %g s", e, every_s)
-        except Exception as e:
-            loc = lake_url.parse(lake)
-            if isinstance(loc, lake_url.S3Location) and (err := lake_url.store_failure(e, loc)) is not None:
-                log.error("analytics run failed: %s; retried in %g s", err, every_s)
-                return
-            raise
 
     scheduler.add_job(
         job,

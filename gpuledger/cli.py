@@ -105,13 +105,8 @@ def common(f):
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
         cfg = config_mod.with_overrides(cfg, lake)
         lake = lake_url.parse(lake)  # every command works on an s3:// lake too (docs/design/16-object-store.md)
-        try:
+        with lake_url.store_errors(lake):  # the store failing mid-command: one line, as at the start
             return f(Ctx(cfg, lake), **kw)
-        except Exception as e:
-            # The store failing mid-command (polars or obstore raise their own types): one line, as at the start.
-            if isinstance(lake, lake_url.S3Location) and (err := lake_url.store_failure(e, lake)) is not None:
-                raise err from None
-            raise
 
     return wrapper
 

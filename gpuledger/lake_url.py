@@ -16,6 +16,7 @@ store is an error within seconds and the collector's spool, not a blocked thread
 from __future__ import annotations
 
 import configparser
+import contextlib
 import datetime as dt
 import hashlib
 import io
@@ -23,7 +24,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -309,15 +310,19 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
 _STORE_TEXT = ("object-store error", "Generic S3 error", "object_store", "error sending request")
 
 
-def store_failure(e: BaseException, where: S3Location, doing: str = "reading or writing") -> LakeError | None:
-    """A failure of the object store surfacing from inside polars or obstore during a command (the store went away
-    mid-run, credentials expired) as explain()'s one line; None for any other exception, which stays what it is."""
-    if isinstance(e, LakeError):
-        return None
-    text = str(e)
-    if not any(t in text for t in _STORE_TEXT):
-        return None
-    return explain(e, where, doing)
+@contextlib.contextmanager
+def store_errors(lake: Location) -> Iterator[None]:
+    """A failure of an object-store lake surfacing from inside polars or obstore during the block (the store went
+    away mid-run, credentials expired) re-raised as explain()'s one-line LakeError; any other exception, and
+    anything on a local lake, stays what it is."""
+    try:
+        yield
+    except LakeError:
+        raise
+    except Exception as e:
+        if isinstance(lake, S3Location) and any(t in str(e) for t in _STORE_TEXT):
+            raise explain(e, lake, "reading or writing") from None
+        raise
 
 
 def preflight(loc: S3Location, write_probe: str | None = None, environ: Mapping[str, str] = os.environ) -> None:
