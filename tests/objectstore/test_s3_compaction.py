@@ -96,12 +96,12 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     seen = []
     real_delete = compaction_s3._delete
 
-    def one_by_one_then_die(store, objs):
+    def one_by_one_then_die(objs):
         for o in objs:
             got = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
             seen.append((o.name, got.height))
             assert got.equals(want), f"before deleting {o.name}"
-            real_delete(store, [o])
+            real_delete([o])
             if "gpu_samples" in o.key and len(seen) == 2:
                 raise LakeError("the compactor dies here")
 
