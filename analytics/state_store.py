@@ -249,7 +249,8 @@ def push(lake: lake_url.S3Location, local: Path, before: dict[str, str], lease: 
         known = index.get(rel)
         sha = known[0] if known and known[1:] == [st.st_mtime_ns, st.st_size] else _sha(local / rel)
         files[rel], fresh[rel] = sha, [sha, st.st_mtime_ns, st.st_size]
-    new = {sha: rel for rel, sha in files.items() if sha not in set(before.values())}
+    committed = set(before.values())
+    new = {sha: rel for rel, sha in files.items() if sha not in committed}
     objects = [(lake / STATE / "objects" / sha, (local / rel).read_bytes()) for sha, rel in new.items()]
     lake_url.put_many(objects)  # content-addressed: putting one again writes the same bytes
     lease.renew()  # the commit is this run's only if the lease still is
