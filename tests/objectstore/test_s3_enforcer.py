@@ -99,16 +99,22 @@ def _sql(cli, lake: str, query: str) -> list[dict]:
     return json.loads(r.output)
 
 
+def _hook_env(tmp_path) -> dict:
+    """A served webhook's environment: a fresh decision table's config, no cluster to watch, and its audit spool
+    (an S3 lake's is on local disk) under tmp_path/state."""
+    (tmp_path / "c.toml").write_text(FRESH)
+    return os.environ | {
+        "GPULEDGER_CONFIG": str(tmp_path / "c.toml"),
+        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+
+
 @pytest.mark.slow
 def test_served_on_s3_as_on_the_local_lake_and_the_audit_survives_a_store_outage(
     cli, moto_server, analysed_lake, tmp_path, monkeypatch
 ):
-    (tmp_path / "c.toml").write_text(FRESH)
-    env = os.environ | {
-        "GPULEDGER_CONFIG": str(tmp_path / "c.toml"),
-        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),  # where the S3 lake's audit spool goes
-    }
+    env = _hook_env(tmp_path)
     first = [REVIEW, gpu_review("u-deny", 100), gpu_review("u-small", 1)]
     # The local lake's answers, from the same command.
     local = tmp_path / "local"
@@ -166,12 +172,7 @@ def test_served_on_s3_as_on_the_local_lake_and_the_audit_survives_a_store_outage
 def test_stopped_while_the_store_is_down_the_next_start_writes_the_spooled_audit(
     cli, moto_server, analysed_lake, tmp_path, monkeypatch
 ):
-    (tmp_path / "c.toml").write_text(FRESH)
-    env = os.environ | {
-        "GPULEDGER_CONFIG": str(tmp_path / "c.toml"),
-        "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-    }
+    env = _hook_env(tmp_path)
     spool = tmp_path / "state" / "gpuledger" / "spool" / "s3" / "lake-down" / "p" / "webhook-r1"
     with MotoServer(moto_server.python) as srv:
         srv.create_bucket("lake-down")
