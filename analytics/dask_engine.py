@@ -3,7 +3,7 @@
 Each task is one UTC day, and runs the function the local path runs (runner.telemetry_day) on a worker that reads
 the lake at the same path (a shared filesystem) or the same object-store lake. On a filesystem the worker writes its
 day's files into a staging folder of the lake, `_state/staging/<run>/`, outside every table's glob, so no reader
-sees them. The client publishes a chunk's files (a rename each, LakeWriter.publish_staged) only once every task of
+sees them. The client publishes a chunk's files (a rename each: the Store's Staging) only once every task of
 the chunk has succeeded: a worker killed mid-task leaves at most a file in staging, never a partial or duplicated
 partition. On an object store the worker returns its day's Parquet objects to the client (a day of 1,000 GPUs'
 rollups is a few MB), which puts a chunk's objects once every task of it succeeded: nothing is staged, so nothing is
@@ -16,57 +16,45 @@ Only runner.run imports this module, and only when a scheduler is given: the loc
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import polars as pl
 
-from gpuledger import lake_url
 from gpuledger.analytics.runner import TELEMETRY, telemetry_day
-from gpuledger.atomic import ensure_dir
 from gpuledger.errors import ClusterError, LakeError
 from gpuledger.lake import LakeWriter
+from gpuledger.store import Staging, Store, open_store
 
 CONNECT_TIMEOUT_S = 5.0  # a scheduler that does not answer within this fails the run before it touches the lake
-STAGING = Path("_state") / "staging"
 # What Client() is given: tcp:// or tls://, a host (a name, IPv4 or [IPv6]) and a port. Checked before connecting,
 # because a Client that failed to parse its address still prints a traceback when it is collected.
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}$")
 
 
 def stage_day(
-    lake: str, staging: str, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
-) -> dict[str, tuple[int, list[tuple[str, str]]]]:
-    """A task, run on a worker: telemetry_day's rows, staged under `staging`. Returns per table its rows and the
-    (staged file, lake path) pairs the client publishes.
+    lake: str, staging: Staging, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
+) -> dict[str, tuple[int, list]]:
+    """A task, run on a worker: telemetry_day's rows, staged. Returns per table its rows and the handles the client
+    publishes.
 
-    Raises ClusterError when this worker does not see the run's staging folder: it does not see the client's
-    lake (no shared filesystem), and would read no samples and publish empty days."""
+    Raises ClusterError when this worker does not see the run's staging (Staging.stage): it does not see the
+    client's lake, and would read no samples and publish empty days."""
+    staging.check()
     writer = LakeWriter(lake)
-    if isinstance(writer.root, lake_url.S3Location):
-        rows = telemetry_day(lake, day, lo, hi, allocs)
-        return {job: (r.height, writer.partition_objects(job, r, job)) for job, r in rows.items()}
-    if not Path(staging).is_dir():
-        raise ClusterError(f"this worker does not see the lake at {lake} (no {staging}): it needs the same path")
-    out = {}
-    for job, rows in telemetry_day(lake, day, lo, hi, allocs).items():
-        staged = writer.stage_partitions(job, rows, job, Path(staging))
-        out[job] = (rows.height, [(str(a), str(b)) for a, b in staged])
-    return out
+    return {
+        job: (rows.height, writer.stage_partitions(staging, job, rows, job))
+        for job, rows in telemetry_day(lake, day, lo, hi, allocs).items()
+    }
 
 
-def _read(path: str) -> str | None:
+def _read(lake: str, key: str) -> str | None:
     try:
-        if lake_url.is_url(path):
-            data = lake_url.read_bytes(lake_url.parse(path))
-            return None if data is None else data.decode()
-        return Path(path).read_text()
+        data = open_store(lake).get(key)
+        return None if data is None else data.decode()
     except (OSError, LakeError):
         return None
 
@@ -99,28 +87,24 @@ class DaskEngine:
     def __exit__(self, *exc) -> None:
         self.client.close()
 
-    def _check_workers(self, lake, run_dir) -> None:
-        """Every worker reads a token the client wrote into the lake: the same folder, not one of the same name (on
-        an object store: the same store, reached with the workers' own settings)."""
+    def _check_workers(self, lake: Store, staging: Staging) -> None:
+        """Every worker reads a token the client wrote into the lake: the same lake, not one of the same name (a
+        folder at the same path, or the same object store reached with the workers' own settings)."""
         token = uuid.uuid4().hex
-        if isinstance(run_dir, lake_url.S3Location):
-            lake_url.write_bytes(run_dir / "probe", token.encode())
-        else:
-            (run_dir / "probe").write_text(token)
-        seen = self.client.run(_read, str(run_dir / "probe"))
+        key = staging.probe(token)
+        seen = self.client.run(_read, str(lake), key)
         if not seen:
             raise ClusterError(f"Dask scheduler {self.address} has no workers")
         blind = sorted(w for w, got in seen.items() if got != token)
         if blind:
-            need = "the same object store (their AWS settings)" if isinstance(lake, lake_url.S3Location) else None
             raise ClusterError(
-                f"Dask worker(s) {', '.join(blind)} do not see the lake at {lake}: workers need "
-                f"{need or 'it at the same path'}"
+                f"Dask worker(s) {', '.join(blind)} do not see the lake at {lake}: workers need the same lake "
+                "(a folder at the same path, or the same object store with their own AWS settings)"
             )
 
     def telemetry_chunks(
         self,
-        lake: Path,
+        lake: Store,
         writer: LakeWriter,
         chunks: list[list[dt.date]],
         lo: dt.datetime,
@@ -134,39 +118,17 @@ class DaskEngine:
         Raises ClusterError naming the chunk's days that failed (after Dask's own retries); nothing of that chunk
         or any later one is published."""
         run_id = uuid.uuid4().hex[:12]
-        if isinstance(lake := lake_url.parse(lake), lake_url.S3Location):
-            # Nothing is staged there: each worker returns its day's objects, put once the whole chunk succeeded.
-            run_dir = lake / "_state" / "probe" / f"dask-{run_id}"  # only the workers' probe
+        lake = open_store(lake)
+        staging = lake.staging(run_id)
 
-            def publish(results):
-                lake_url.put_many([o for r in results for job in TELEMETRY for o in r[job][1]])
-
-            def clean():
-                with contextlib.suppress(LakeError):
-                    lake_url.delete_many([run_dir / "probe"])
-
-        else:
-            lake = Path(lake).resolve()
-            # Runs take turns (runner.run holds `rewriting`), so anything already staged is a dead run's: drop it.
-            shutil.rmtree(lake / STAGING, ignore_errors=True)
-            run_dir = lake / STAGING / run_id
-            ensure_dir(run_dir)
-
-            def publish(results):
-                writer.publish_staged([(Path(a), Path(b)) for r in results for job in TELEMETRY for a, b in r[job][1]])
-
-            def clean():
-                # Tasks of later chunks may still run (a task cannot be stopped); what they stage is removed here or
-                # by the next run, and never published.
-                shutil.rmtree(run_dir, ignore_errors=True)
-                with contextlib.suppress(OSError):  # not empty: a cancelled task staged after us; the next run clears
-                    (lake / STAGING).rmdir()
+        def publish(results):
+            staging.publish([h for r in results for job in TELEMETRY for h in r[job][1]])
 
         futures = []
         try:
-            self._check_workers(lake, run_dir)
+            self._check_workers(lake, staging)
             for chunk in chunks:
-                futures.append([self._submit(lake, run_dir, run_id, d, lo, hi, allocs) for d in chunk])
+                futures.append([self._submit(lake, staging, run_id, d, lo, hi, allocs) for d in chunk])
             for chunk, fs in zip(chunks, futures, strict=True):
                 mark = time.perf_counter()
                 with self.client.as_current():  # wait() finds its client by context (ours is not the default)
@@ -182,14 +144,14 @@ class DaskEngine:
                 yield {job: (sum(r[job][0] for r in results), seconds.get(job, 0.0) + share) for job in TELEMETRY}
         finally:
             self.client.cancel([f for fs in futures for f in fs])
-            clean()
+            staging.clean()
 
-    def _submit(self, lake, run_dir, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
+    def _submit(self, lake: Store, staging: Staging, run_id: str, day: dt.date, lo, hi, allocs: pl.DataFrame):
         midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
         # Only the day's allocations travel with its task (telemetry_day clips them to the day).
         mine = allocs.filter((pl.col("end") > midnight) & (pl.col("start") < midnight + dt.timedelta(days=1)))
         key = f"telemetry-{day.isoformat()}-{run_id}"
-        return self.client.submit(stage_day, str(lake), str(run_dir), day, lo, hi, mine, key=key)
+        return self.client.submit(stage_day, str(lake), staging, day, lo, hi, mine, key=key)
 
     def _failure(self, failed: list) -> str:
         days = ", ".join(d.isoformat() for d, _ in failed)

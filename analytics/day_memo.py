@@ -19,9 +19,10 @@ import polars as pl
 from gpuledger.analytics.state_store import state_dir
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.lake import file_stamps, scan, stamp_day
+from gpuledger.store import LakeRef
 
 
-def _stamps(lake: Path, table: str) -> dict[str, str]:
+def _stamps(lake: LakeRef, table: str) -> dict[str, str]:
     """{day: its files' names, stamps and sizes}, from the table's file stamps (gpuledger.lake.file_stamps)."""
     days: dict[str, list] = {}
     for rel, (stamp, size) in file_stamps(lake, table).items():
@@ -30,7 +31,7 @@ def _stamps(lake: Path, table: str) -> dict[str, str]:
 
 
 def by_day(
-    lake: Path, table: str, name: str, compute: Callable[[pl.LazyFrame], pl.DataFrame], read_only: bool = False
+    lake: LakeRef, table: str, name: str, compute: Callable[[pl.LazyFrame], pl.DataFrame], read_only: bool = False
 ) -> pl.DataFrame:
     """compute(one day's rows of `table`) for every day of it, concatenated in day order.
 

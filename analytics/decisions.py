@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from pathlib import Path
 
 import polars as pl
 
@@ -23,16 +22,17 @@ from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Config, Tenant, check_quota_models, match_model
 from gpuledger.lake import has_data
+from gpuledger.store import LakeRef
 
 ANY = "*"
 
 
-def known_models(lake: Path, read_only: bool = False) -> list[str]:
+def known_models(lake: LakeRef, read_only: bool = False) -> list[str]:
     """The GPU models the lake knows: its nodes' inventory, its telemetry's rollups and its allocations."""
     return sorted(set().union(*models_by_cluster(lake, read_only).values()))
 
 
-def models_by_cluster(lake: Path, read_only: bool = False) -> dict[str, list[str]]:
+def models_by_cluster(lake: LakeRef, read_only: bool = False) -> dict[str, list[str]]:
     """`known_models` of each cluster: a cluster's decision rows name the models it has, not another cluster's.
     read_only: nothing is written into the lake (no day memo; `day_memo.by_day`)."""
     found: dict[str, set[str]] = {}
@@ -56,7 +56,7 @@ def _pairs(rows: pl.LazyFrame, column: str) -> pl.DataFrame:
     return rows.select("cluster", column).drop_nulls(column).unique().collect()
 
 
-def checked_models(lake: Path, cfg: Config, read_only: bool = False) -> list[str]:
+def checked_models(lake: LakeRef, cfg: Config, read_only: bool = False) -> list[str]:
     """`known_models`, once every quota key of the config names one of them (ConfigError otherwise): what the
     analytics and `gpuledger enforcer serve`/`check` call before they rely on the quotas (read_only: writing
     nothing into the lake, as the webhook on an object-store lake must not)."""

@@ -6,13 +6,53 @@ Ratios are over samples, which equals time when a GPU is sampled at a steady int
 
 from __future__ import annotations
 
+import datetime as dt
+
 import polars as pl
 
 from gpuledger.analytics.sums import exact_sum
 
+# A sample is one GPU at one instant: the same (cluster, gpu_uuid, ts) written twice (an overlapping simulate, a
+# spool replayed after its flush had landed) is one sample. The lake is append-only, so readers count it once.
+SAMPLE_KEY = ("cluster", "gpu_uuid", "ts")
+
+
+def once(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Each sample once: of the rows sharing SAMPLE_KEY, the first in the scan's order (files in path order, rows in
+    file order), as the gpu_samples view keeps the least (filename, file_row_number), so reruns pick the same."""
+    return samples.unique(subset=list(SAMPLE_KEY), keep="first")
+
+
+def ahead(samples: pl.LazyFrame, bound: dt.datetime) -> pl.LazyFrame:
+    """The samples timed after `bound` (the run's end plus the clock-skew allowance), counted per node and source:
+    a node whose clock runs ahead writes them, and no run charges them (its window ends at its own now)."""
+    return (
+        samples.filter(pl.col("ts") > pl.lit(bound).dt.cast_time_unit("us"))
+        .group_by("node", "source")
+        .agg(pl.len().alias("rows"))
+        .sort("rows", "node", "source", descending=[True, False, False], nulls_last=True)
+    )
+
 
 def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
-    """Per GPU and 5-minute bucket, from the raw samples (the one pass over telemetry; streamable)."""
+    """Per GPU and 5-minute bucket, from the raw samples, each sample counted once (the one pass over telemetry).
+
+    A `unique` over a day's samples made the pass ~7x slower (8.6M rows, benchmarks/RESULTS.md), and almost every
+    day has no duplicate. So the rollup counts each bucket's distinct times too, and only the GPUs with a bucket
+    holding fewer distinct times than rows are rolled up again from their samples made unique. Computed here (the
+    check needs the rollup), returned lazy like the other rollups."""
+    five = rollup_5min(samples, distinct=True).collect()
+    twice = five.filter(pl.col("_distinct") < pl.col("samples"))["gpu_uuid"].unique()
+    five = five.drop("_distinct")
+    if twice.is_empty():
+        return five.lazy()
+    again = rollup_5min(once(samples.filter(pl.col("gpu_uuid").is_in(twice.implode())))).collect()
+    return pl.concat([five.filter(~pl.col("gpu_uuid").is_in(twice.implode())), again.select(five.columns)]).lazy()
+
+
+def rollup_5min(samples: pl.LazyFrame, distinct: bool = False) -> pl.LazyFrame:
+    """gpu_5min of samples unique by SAMPLE_KEY (streamable); with `distinct`, a `_distinct` column counting each
+    bucket's distinct times, which is below `samples` where a sample was written twice."""
     bucket = pl.col("ts").dt.truncate("5m").alias("bucket_start")
     n = pl.len()
     span_s = (pl.col("ts").max() - pl.col("ts").min()).dt.total_microseconds() / 1e6
@@ -31,6 +71,7 @@ def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("mem_used_bytes").max().alias("mem_used_bytes_max"),
             pl.col("power_w").mean().cast(pl.Float64).alias("power_w_mean"),
             (pl.col("power_w").mean() * covered_s / 3600.0).cast(pl.Float64).alias("energy_wh"),
+            *([pl.col("ts").n_unique().cast(pl.Int64).alias("_distinct")] if distinct else []),
         )
         .with_columns(pl.col("bucket_start").dt.date().alias("date"))
     )

@@ -10,16 +10,19 @@ changed, every partition sorted by its key.
 
 What a run loads. The jobs' newest rows are kept from run to run (analytics/job_state.py): a run reads the jobs files
 that changed, and loads the jobs still live plus those that finished on or after `load_from`: the earliest day a
-change can reach (a changed job's old and new days, the days of changed gpu_hourly files, the days `now` moved
-over, the telemetry window), less the waste window's reach and the longest any job has held its GPUs (a
-time-sliced job's intervals are cut where its neighbours on the GPU start and end). Jobs that finished before it
-are not read at all: the cost of a run follows the new data and the open jobs, not the length of the history.
+change can reach (a changed job's old and new days, the days `now` moved over, the telemetry window and the days
+of late raw files), less twice the waste window's reach and the longest any job has held its GPUs (a time-sliced
+job's intervals are cut where its neighbours on the GPU start and end): analytics/planner.py's `load_from`. Jobs
+that finished before it are not read at all: the cost of a run follows the new data and the open jobs, not the
+length of the history.
 
-What is dirty (state under `<lake>/_state/analytics/incremental/`, written after the tables):
+What is dirty (analytics/planner.py's `job_days`; state under `<lake>/_state/analytics/incremental/`, written after
+the tables):
 - allocation intervals that differ from those in gpu_allocations (a new job, a new state, a late-arriving event).
   An interval whose end alone moved (an open job, `now` having moved) dirties the days between the old and the
   new end; any other change, every day of both.
-- days whose gpu_hourly file changed (by size and mtime), and the days GPUs seen for the first time were held; a GPU
+- days whose gpu_hourly file changed (by the Store's stamps: the telemetry pass rewrote it, for new hours, late raw
+  files or changed allocations), and the days GPUs seen for the first time were held; a GPU
   whose model, node or parent changed (cost_allocation prices a GPU by the model seen on it) recomputes every day;
 - the waits of changed jobs: the days they waited; the days between the last `now` and this;
 - with a waste window of W hours, a job-hour's waste depends on W - 1 hours either side: neighbouring days too.
@@ -35,16 +38,15 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import math
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from gpuledger import schema
+from gpuledger.analytics import planner
 from gpuledger.analytics.allocation import allocations, gpu_of_pod
 from gpuledger.analytics.cost import cost_daily, energy_daily
 from gpuledger.analytics.cost_allocation import cost_allocation, gpu_attributes, gpus_seen
@@ -59,10 +61,11 @@ from gpuledger.analytics.waste import allocation_hours
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config
 from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, remove_files, scan, stamp_day, table_days
+from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
 STATE_VERSION = 3  # 2: the jobs' newest rows kept (job_state.py); 3: tenant_hours and counts per cluster
-PER_DAY = ("job_hourly", "cost_allocation", "cost_daily", "queue_depth", "fleet_hourly")
+PER_DAY = planner.PER_DAY
 DAY = dt.timedelta(days=1)
 UTC = dt.timezone.utc
 # An interval is the same one in two runs when these agree; its end (and `open`) may move.
@@ -81,9 +84,7 @@ def _lit(t: dt.datetime) -> pl.Expr:
 
 
 def _days(a: dt.datetime, b: dt.datetime) -> set[dt.date]:
-    """UTC days of [a, b] (both ends: a boundary moved across midnight changes both days' rows)."""
-    lo, hi = min(a, b).date(), max(a, b).date()
-    return {lo + dt.timedelta(days=k) for k in range((hi - lo).days + 1)}
+    return set(planner.days_of(a, b))
 
 
 def _span_days(frame: pl.DataFrame, start: str, end: str) -> set[dt.date]:
@@ -105,7 +106,7 @@ def config_digest(cfg: Config) -> str:
 class _State:
     """The last run's inputs, as far as the job-level tables are concerned."""
 
-    def __init__(self, lake: Path):
+    def __init__(self, lake: LakeRef):
         self.dir = state_dir(lake) / "incremental"
         try:
             self.meta = json.loads((self.dir / "state.json").read_text())
@@ -124,19 +125,29 @@ class _State:
         write_bytes_atomic(self.dir / "state.json", json.dumps(meta, sort_keys=True).encode())
 
 
-def _changed_intervals(old: pl.DataFrame, new: pl.DataFrame) -> set[dt.date]:
-    """Days whose allocation intervals differ between two runs (see the module docstring)."""
+def _changed_intervals(old: pl.DataFrame, new: pl.DataFrame) -> tuple[planner.Span, ...]:
+    """The times whose allocation intervals differ between two runs (see the module docstring): between the old and
+    the new end of an interval whose end alone moved, the whole of any other."""
     key = [c for c in _ALLOC_KEY if c in new.columns]
     o = old.select(*key, pl.col("end").alias("_old_end"))
     n = new.select(*key, pl.col("end").alias("_new_end"))
     both = n.join(o, on=key, how="full", coalesce=True, nulls_equal=True)
-    days: set[dt.date] = set()
     moved = both.filter(pl.col("_old_end").is_not_null() & pl.col("_new_end").is_not_null())
-    for a, b in moved.filter(pl.col("_old_end") != pl.col("_new_end")).select("_old_end", "_new_end").iter_rows():
-        days |= _days(a, b)
+    moved = moved.filter(pl.col("_old_end") != pl.col("_new_end"))
+    spans = moved.select(
+        pl.min_horizontal("_old_end", "_new_end").alias("lo"), pl.max_horizontal("_old_end", "_new_end").alias("hi")
+    )
     alone = both.filter(pl.col("_old_end").is_null() | pl.col("_new_end").is_null())
-    alone = alone.with_columns(pl.coalesce("_new_end", "_old_end").alias("_end"))
-    return days | _span_days(alone, "start", "_end")
+    alone = alone.select(pl.col("start").alias("lo"), pl.coalesce("_new_end", "_old_end").alias("hi"))
+    return tuple(
+        planner.Span(a, b, "allocation changed")
+        for f in (spans, alone)
+        for a, b in f.drop_nulls().unique().sort(f.columns).iter_rows()
+    )
+
+
+def _span_set(spans: Iterable[planner.Span]) -> set[dt.date]:
+    return set().union(*(planner.days_of(s.lo, s.hi) for s in spans))
 
 
 def _queue_frame(stats: pl.DataFrame) -> pl.DataFrame:
@@ -162,7 +173,7 @@ def _changed_waits(old: pl.DataFrame, new: pl.DataFrame, now: dt.datetime, prev_
 class _Hourly:
     """gpu_hourly by day, read once per run and dropped when the day loop has passed it."""
 
-    def __init__(self, lake: Path):
+    def __init__(self, lake: LakeRef):
         self.lake, self.days = lake, {}
 
     def day(self, d: dt.date) -> pl.DataFrame:
@@ -269,13 +280,13 @@ def _with_date(table: str, out: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.col(t.time_column).dt.date().alias("date"))
 
 
-def _replace_days(lake: Path, writer: LakeWriter, table: str, days: Iterable[dt.date], out: pl.DataFrame) -> None:
+def _replace_days(lake: LakeRef, writer: LakeWriter, table: str, days: Iterable[dt.date], out: pl.DataFrame) -> None:
     """The table's partitions of `days` become `out`'s rows of those days; a day without rows loses its file."""
     if out.height:
         out = _with_date(table, out)
         writer.write_partitions(table, out, table)
     have = set(out["date"].unique().to_list()) if out.height else set()
-    remove_files(lake, [partition_file(lake, table, d) for d in days if d not in have])
+    remove_files(lake, [partition_file(table, d) for d in days if d not in have])
 
 
 def _per_day(lake, dirty, allocs, stats, gpus, now, cfg, first_tick):
@@ -327,7 +338,7 @@ def _tick(seconds: dict[str, float], table: str, mark: float) -> float:
     return now
 
 
-def _read_jobs_rows(lake: Path, table: str, days: Iterable[dt.date], jobs: pl.DataFrame) -> pl.DataFrame:
+def _read_jobs_rows(lake: LakeRef, table: str, days: Iterable[dt.date], jobs: pl.DataFrame) -> pl.DataFrame:
     """The rows of these (cluster, job_id) in the given days of a per-day table."""
     frames = [scan(lake, table, date=d).join(jobs.lazy(), on=KEY, how="semi").collect() for d in sorted(days)]
     frames = [f for f in frames if f.height]
@@ -338,10 +349,10 @@ def _start(d: dt.date | None) -> pl.Expr:
     return pl.lit(True) if d is None else pl.col("start") >= _lit(_midnight(d))
 
 
-def job_allocations(lake: Path, rows: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
+def job_allocations(lake: LakeRef, rows: pl.DataFrame, now: dt.datetime) -> pl.DataFrame:
     """Allocation intervals of these jobs (their newest rows). A job whose rows name no GPU takes the GPUs
-    telemetry saw its pod on, read only from the days it held GPUs: scanning every sample of a large fleet for
-    nothing was the slowest part of a run."""
+    telemetry saw its pod on, read only from the days it held GPUs: every sample of a large fleet would be the
+    slowest read of a run, for a few pods."""
     unnamed = rows.filter(pl.col("scheduled_at").is_not_null() & (pl.col("gpu_uuids").list.len().fill_null(0) == 0))
     pods = None
     if unnamed.height:
@@ -355,16 +366,16 @@ def job_allocations(lake: Path, rows: pl.DataFrame, now: dt.datetime) -> pl.Data
     return allocations(rows.lazy(), now, pods).collect()
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Plan:
-    """What a run recomputes: prepared before the telemetry pass (which needs the allocations), used after it."""
+    """The jobs a run loads and what changed in them: prepared before the telemetry pass (which needs the
+    allocations and the times whose allocations changed), used after it. `job_tables` returns a copy with the
+    GPU-hours per tenant and the GPUs seen (dataclasses.replace)."""
 
-    lake: Path
     now: dt.datetime
     cfg: Config
     full: str | None  # why every day is recomputed; None for an incremental run
     store: JobStore
-    meta: dict
     load_from: dt.date | None  # the jobs finished before this day are not loaded (None: all are)
     rows: pl.DataFrame  # newest rows of the loaded jobs
     allocs: pl.DataFrame  # their allocation intervals
@@ -376,8 +387,10 @@ class Plan:
     counts: pl.DataFrame  # (cluster, gpu_model, gpus, n) of every job: the fragmentation metric's workload
     prev_now: dt.datetime
     from_s: float | None
-    tenant_hours: pl.DataFrame | None = None  # set by job_tables: GPU-hours per (cluster, tenant, hour)
-    gpus: pl.DataFrame | None = None  # set by job_tables: the model, node and parent seen on each GPU
+    # The times whose allocation intervals differ from gpu_allocations' (none in a full run: every day is redone).
+    alloc_spans: tuple[planner.Span, ...] = ()
+    tenant_hours: pl.DataFrame | None = None  # job_tables': GPU-hours per (cluster, tenant, hour)
+    gpus: pl.DataFrame | None = None  # job_tables': the model, node and parent seen on each GPU
 
     def allocations_from(self, t: dt.datetime) -> pl.DataFrame:
         """The intervals that end after t: t must be at or after the first day loaded."""
@@ -386,8 +399,8 @@ class Plan:
         return self.allocs.filter(pl.col("end") > _lit(t))
 
     def workload(self) -> pl.DataFrame:
-        """(cluster, gpu_model, gpus, pods): how many jobs ever seen asked for each request (a row per job was 0.2 s
-        and 0.7M rows a year)."""
+        """(cluster, gpu_model, gpus, pods): how many jobs ever seen asked for each request (kept as counts: a row
+        per job would be 0.7M rows a year of 1,000 GPUs)."""
         return self.counts.rename({"n": "pods"})
 
     def clusters(self) -> list[str]:
@@ -401,7 +414,7 @@ def _spans(rows: pl.DataFrame, now: dt.datetime) -> set[dt.date]:
     return _span_days(f, "submitted_at", "_end")
 
 
-def _full_reason(state: _State, digest: str, lake: Path) -> str | None:
+def _full_reason(state: _State, digest: str, lake: LakeRef) -> str | None:
     meta = state.meta
     if meta is None:
         return (
@@ -418,7 +431,7 @@ def _full_reason(state: _State, digest: str, lake: Path) -> str | None:
 
 
 def prepare(
-    lake: Path,
+    lake: LakeRef,
     now: dt.datetime,
     cfg: Config,
     from_s: float | None = None,
@@ -468,37 +481,63 @@ def prepare(
             .select((_lit(now) - pl.col("scheduled_at")).dt.total_seconds().max())
             .item()
         )
-        reach = math.ceil((cfg.analytics.waste_window_h - 1) / 24)
-        back = reach + math.ceil(max(lmax_s, float(live_s or 0.0)) / 86400) + 1
-        moved_days = _days(prev_now, now)
-        if from_s is not None:
-            moved_days |= _days(dt.datetime.fromtimestamp(from_s, UTC), now)
-        # gpu_hourly's days this run rewrites are in the telemetry window, needed_from on.
-        touched = moved_days | _spans(before, prev_now) | _spans(after, now)
-        if needed_from is not None:  # else the lake's start: everything
-            load_from = min(touched | {needed_from.date()}) - dt.timedelta(days=back)
+        # gpu_hourly's days this run rewrites are in the telemetry window and the late raw files' days, which the
+        # caller's needed_from covers.
+        touched = _clock_days(prev_now, now, from_s) | _spans(before, prev_now) | _spans(after, now)
+        needed = None if needed_from is None else needed_from.date()
+        load_from = planner.load_from(touched, needed, cfg.analytics.waste_window_h, max(lmax_s, float(live_s or 0.0)))
     rows = store.rows_from(load_from)
     allocs = job_allocations(lake, rows, now)
     stats = job_stats(rows.lazy(), now).collect()
+    spans = ()
+    if not full:
+        spans = _changed_intervals(_written_allocations(lake, load_from, now), allocs.filter(_start(load_from)))
     return Plan(
-        lake,
-        now,
-        cfg,
-        full,
-        store,
-        meta,
-        load_from,
-        rows,
-        allocs,
-        stats,
-        before,
-        after,
-        lmax_s,
-        first_submitted,
-        counts,
-        prev_now,
-        from_s,
+        now=now,
+        cfg=cfg,
+        full=full,
+        store=store,
+        load_from=load_from,
+        rows=rows,
+        allocs=allocs,
+        stats=stats,
+        before=before,
+        after=after,
+        lmax_s=lmax_s,
+        first_submitted=first_submitted,
+        counts=counts,
+        prev_now=prev_now,
+        from_s=from_s,
+        alloc_spans=spans,
     )
+
+
+def _clock_days(prev_now: dt.datetime, now: dt.datetime, from_s: float | None) -> set[dt.date]:
+    """The days `now` moved over since the last run, and a --from window's."""
+    days = _days(prev_now, now)
+    if from_s is not None:
+        days |= _days(dt.datetime.fromtimestamp(from_s, UTC), now)
+    return days
+
+
+def _allocation_days(lake: LakeRef, load_from: dt.date | None, now: dt.datetime) -> set[dt.date] | None:
+    """The gpu_allocations partitions a run compares and rewrites: those from `load_from` (the intervals of the jobs
+    it loaded start there or later) to now; None: every partition."""
+    if load_from is None:
+        return None
+    days = {d for d in table_days(lake, "gpu_allocations") if d >= load_from}
+    return days | {load_from + dt.timedelta(days=k) for k in range((now.date() - load_from).days + 1)}
+
+
+def _written_allocations(lake: LakeRef, load_from: dt.date | None, now: dt.datetime) -> pl.DataFrame:
+    """The last run's intervals of the partitions `_allocation_days` names."""
+    days = _allocation_days(lake, load_from, now)
+    days = table_days(lake, "gpu_allocations") if days is None else days
+    return pl.concat(
+        [scan(lake, "gpu_allocations", date=d).collect() for d in sorted(days)]
+        or [scan(lake, "gpu_allocations").clear().collect()],
+        how="vertical_relaxed",
+    ).drop("date")
 
 
 def _counts(rows: pl.DataFrame) -> pl.DataFrame:
@@ -516,7 +555,7 @@ def _add_counts(prev: pl.DataFrame, after: pl.DataFrame, before: pl.DataFrame) -
 
 
 def write_changed_partitions(
-    lake: Path,
+    lake: LakeRef,
     writer: LakeWriter,
     table: str,
     out: pl.DataFrame,
@@ -555,16 +594,17 @@ def write_changed_partitions(
     gone = [d for d in scope if d not in have]
     for d in gone:
         manifest.pop(f"date={d.isoformat()}", None)
-    remove_files(lake, [partition_file(lake, table, d) for d in gone if d in on_disk])
+    remove_files(lake, [partition_file(table, d) for d in gone if d in on_disk])
     write_bytes_atomic(manifest_path, json.dumps(manifest, sort_keys=True).encode())
     return len(have), (out.filter(pl.col("date").is_in(list(have))).height if have else 0)
 
 
-def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[str, int, int, float]], Plan]:
+def job_tables(lake: LakeRef, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[str, int, int, float]], Plan]:
     """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly.
 
-    Returns (table, days, rows, seconds) per table, days being the partitions recomputed, and the plan (another
-    one, for every day, when a GPU's model, node or parent changed)."""
+    Returns (table, days, rows, seconds) per table, days being the partitions recomputed, and the plan with the
+    GPU-hours per tenant and the GPUs seen (another plan, for every day, when a GPU's model, node or parent
+    changed)."""
     t0 = time.perf_counter()
     state = _State(lake)
     hourly = _HourlyChanges(lake, state.meta or {}, plan.full, state.frame("gpus"))
@@ -574,70 +614,39 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     cfg, now, full = plan.cfg, plan.now, plan.full
     reports = []
     first_tick = _tick_of(plan.first_submitted)
-    scope = None
-    if not full:
-        scope = table_days(lake, "gpu_allocations")
-        if plan.load_from is not None:
-            scope = {d for d in scope if d >= plan.load_from}
-            scope |= {plan.load_from + dt.timedelta(days=k) for k in range((now.date() - plan.load_from).days + 1)}
-
     if full:
-        everything = _span_days(plan.allocs, "start", "end") | {stamp_day(r) for r in hourly.stamps}
+        inputs = _span_days(plan.allocs, "start", "end") | {stamp_day(r) for r in hourly.stamps}
         if first_tick is not None:
-            everything |= _days(first_tick, now)
-        dirty = dict.fromkeys(PER_DAY, everything)
-        alloc_days = set()
+            inputs |= _days(first_tick, now)
+        day_plan = planner.full_days(full, inputs, {t: table_days(lake, t) for t in PER_DAY})
     else:
-        moved = _days(plan.prev_now, now)
-        if plan.from_s is not None:
-            moved |= _days(dt.datetime.fromtimestamp(plan.from_s, UTC), now)
-        old = pl.concat(
-            [scan(lake, "gpu_allocations", date=d).collect() for d in sorted(scope)]
-            or [scan(lake, "gpu_allocations").clear().collect()],
-            how="vertical_relaxed",
-        ).drop("date")
-        alloc_days = _changed_intervals(old, plan.allocs.filter(_start(plan.load_from)))
-        gpu_days = _span_days(plan.allocs.filter(pl.col("gpu_uuid").is_in(hourly.new_gpus.implode())), "start", "end")
-        reach = math.ceil((cfg.analytics.waste_window_h - 1) / 24)
-        base = alloc_days | hourly.days | moved
-        job_days = {d + dt.timedelta(days=k) for d in base for k in range(-reach, reach + 1)}
-        cost_days = base | gpu_days
-        queue_days = (
-            _changed_waits(
-                _queue_frame(job_stats(plan.before.lazy(), now).collect()),
-                _queue_frame(job_stats(plan.after.lazy(), now).collect()),
-                now,
-                plan.prev_now,
-            )
-            | moved
+        new_gpus = plan.allocs.filter(pl.col("gpu_uuid").is_in(hourly.new_gpus.implode()))
+        waits = _changed_waits(
+            _queue_frame(job_stats(plan.before.lazy(), now).collect()),
+            _queue_frame(job_stats(plan.after.lazy(), now).collect()),
+            now,
+            plan.prev_now,
         )
-        dirty = {
-            "job_hourly": job_days,
-            "cost_allocation": cost_days,
-            "cost_daily": cost_days,
-            "queue_depth": queue_days,
-            "fleet_hourly": queue_days | hourly.days | moved,
-        }
-        low = min(set().union(*dirty.values()))
-        if plan.load_from is not None and low - dt.timedelta(days=reach) < plan.load_from:
-            # Not expected (prepare loads from the earliest day a change can reach): say it rather than be wrong.
-            raise RuntimeError(f"analytics: day {low} to recompute lies before the jobs loaded (from {plan.load_from})")
-        log.debug(
-            "job-level days: allocations %s, gpu_hourly %s, queue %s, now %s",
-            *(sorted(d.isoformat() for d in x) for x in (alloc_days, hourly.days, dirty["queue_depth"], moved)),
+        changes = planner.Changes(
+            allocations=frozenset(_span_set(plan.alloc_spans)),
+            gpu_hourly=frozenset(hourly.days),
+            new_gpus=frozenset(_span_days(new_gpus, "start", "end")),
+            clock=frozenset(_clock_days(plan.prev_now, now, plan.from_s)),
+            waits=frozenset(waits),
+            waste_window_h=cfg.analytics.waste_window_h,
         )
+        day_plan = planner.job_days(changes)
+        log.debug("job-level days to recompute: %s", {d.isoformat(): sorted(w) for d, w in day_plan.why.items()})
+    dirty = day_plan.days
 
     mark = time.perf_counter()
     in_scope = plan.allocs.filter(_start(plan.load_from))
-    write_scope = None if plan.load_from is None else scope  # None: every partition
+    write_scope = None if full else _allocation_days(lake, plan.load_from, now)  # None: every partition
     days_w, rows_w = write_changed_partitions(lake, writer, "gpu_allocations", in_scope, write_scope, _ALLOC_SORT)
     reports.append(("gpu_allocations", days_w, rows_w, time.perf_counter() - mark))
 
-    if full:  # days an earlier version wrote that have no rows now
-        for table in PER_DAY:
-            dirty[table] = dirty[table] | table_days(lake, table)
-    # A month of days at a time: a year's rows of every table at once held GBs (a first run).
-    days = sorted(set().union(*dirty.values()))
+    # A month of days at a time: a year's rows of every table at once would hold GBs (a first run).
+    days = day_plan.all_days()
     rows, seconds, unpriced, hours = dict.fromkeys(PER_DAY, 0), dict.fromkeys(PER_DAY, 0.0), set(), []
     for k in range(0, len(days), CHUNK_DAYS):
         chunk = days[k : k + CHUNK_DAYS]
@@ -695,16 +704,15 @@ def job_tables(lake: Path, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[s
     }
     counts = plan.counts.sort("cluster", "gpu_model", "gpus")
     state.save({"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": counts}, meta)
-    plan.tenant_hours, plan.gpus = tenant_hours, hourly.gpus
     log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
-    return reports, plan
+    return reports, replace(plan, tenant_hours=tenant_hours, gpus=hourly.gpus)
 
 
 class _HourlyChanges:
     """gpu_hourly's days rewritten since the last run (by file size and mtime: taken after the telemetry pass), and
     the model, node and parent telemetry saw on each GPU (cost_allocation prices a GPU by the model seen on it)."""
 
-    def __init__(self, lake: Path, meta: dict, full: str | None, prev_gpus: pl.DataFrame | None):
+    def __init__(self, lake: LakeRef, meta: dict, full: str | None, prev_gpus: pl.DataFrame | None):
         self.stamps = file_stamps(lake, "gpu_hourly")
         old = meta.get("hourly_files", {})
         self.days = {stamp_day(r) for r, s in self.stamps.items() if old.get(r) != s}
@@ -727,11 +735,11 @@ def _tick_of(first: dt.datetime | None) -> dt.datetime | None:
     return None if first is None else first.replace(minute=first.minute - first.minute % 5, second=0, microsecond=0)
 
 
-def _write_job_stats(lake: Path, writer: LakeWriter, plan: Plan, dirty) -> tuple[int, int]:
+def _write_job_stats(lake: LakeRef, writer: LakeWriter, plan: Plan, dirty) -> tuple[int, int]:
     """job_stats rows of the jobs whose row can have changed: changed, still open, or with rows in a day just
     recomputed (their use and cost); the others' rows stay as written."""
     if plan.full:
-        # Only the columns the sums need: a year of both tables whole was GBs.
+        # Only the columns the sums need: a year of both tables whole is GBs.
         used = ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")
         hours = scan(lake, "job_hourly").select(*KEY, "hour", "measured", *used)
         cost = scan(lake, "cost_allocation").select(*KEY, "period_start", "gpu_uuid", "slice_uuid", "cost_usd")

@@ -30,6 +30,7 @@ from gpuledger import schema
 from gpuledger.analytics.jobs import latest
 from gpuledger.atomic import write_atomic
 from gpuledger.lake import file_stamps, scan, stamp_day
+from gpuledger.store import LakeRef
 
 KEY = ["cluster", "job_id"]
 _COLUMNS = [c for c in schema.table("jobs").column_names if c != "date"]
@@ -50,7 +51,7 @@ def _row_hash(frame: pl.DataFrame) -> pl.Series:
 class JobStore:
     """Newest row per job (module docstring); `refresh` brings it up to date, `save` writes what changed."""
 
-    def __init__(self, state_dir: Path, lake: Path):
+    def __init__(self, state_dir: Path, lake: LakeRef):
         self.dir, self.lake = Path(state_dir) / "jobs", lake
         self._sealed: dict[dt.date, pl.DataFrame] = {}  # sealed days read or changed in this run
         self._changed_days: set[dt.date] = set()

@@ -11,9 +11,15 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
-FINAL = ("succeeded", "failed", "cancelled", "preempted")
-# Later states win a tie on updated_at (a job submitted and bound in the same instant).
-_RANK = pl.col("status").replace_strict({"pending": 0, "running": 1}, default=2, return_dtype=pl.Int8)
+from gpuledger.schema import JOB_FINAL_STATUSES, JOB_OPEN_STATUSES, JOB_STATS, JOBS
+
+FINAL = JOB_FINAL_STATUSES
+# Later states win a tie on updated_at (a job submitted and bound in the same instant): pending, running, then ended.
+_RANK = pl.col("status").replace_strict(
+    {s: i for i, s in enumerate(JOB_OPEN_STATUSES)}, default=len(JOB_OPEN_STATUSES), return_dtype=pl.Int8
+)
+# job_stats' columns that are the job's latest state as it is (the rest it computes), in job_stats' order.
+_AS_IS = tuple(c for c in JOB_STATS.column_names if c in JOBS.column_names and c not in JOB_STATS.path_columns)
 
 
 def latest(jobs: pl.LazyFrame) -> pl.LazyFrame:
@@ -57,20 +63,7 @@ def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
     run = secs(end - pl.coalesce("started_at", "scheduled_at"))
     held = secs(end - pl.col("scheduled_at"))
     return latest(jobs).select(
-        "cluster",
-        "job_id",
-        "tenant",
-        "namespace",
-        "queue",
-        "gpu_model",
-        "gpus",
-        "gpu_sharing",
-        "status",
-        "reason",
-        "node",
-        "submitted_at",
-        "scheduled_at",
-        "finished_at",
+        *_AS_IS,
         size_bucket(pl.col("gpus")).alias("size_bucket"),
         wait.clip(lower_bound=0).alias("queue_s"),
         run.clip(lower_bound=0).alias("run_s"),

@@ -1,7 +1,9 @@
 """Runs the analytics jobs over the lake: incremental (a watermark per job) and idempotent.
 
-Telemetry jobs (gpu_hourly) recompute every (UTC day, node) partition touched since the watermark minus a
-look-back (late samples from a spool flush land within it) and rewrite that partition's single output file.
+Telemetry jobs (gpu_5min, gpu_hourly, job_5min) recompute the hours since the watermark minus a look-back (samples
+of a regular spool flush land within it), the hours of raw files new or rewritten since the last run however old
+(a node's spool flushed days late, a compacted day), and the hours whose allocations changed; each UTC day's output
+is one file, its earlier rows kept (analytics/planner.py says which hours). Fragmentation follows the same hours.
 Job-level tables recompute only the days and jobs new data can change (analytics/incremental.py); the snapshot
 tables (WHOLE) are recomputed whole. The same input gives the same files, so re-running changes nothing.
 """
@@ -20,22 +22,24 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger import lake_url, schema
+from gpuledger import schema
+from gpuledger.analytics import planner
 from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cluster
 from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
-from gpuledger.analytics.gpu_hourly import gpu_5min, gpu_hourly
+from gpuledger.analytics.gpu_hourly import ahead, gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import Plan, job_tables, prepare, write_changed_partitions
-from gpuledger.analytics.state_store import session, state_dir
+from gpuledger.analytics.state_store import STATE, state_dir
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
 from gpuledger.errors import GpuledgerError
-from gpuledger.lake import LakeWriter, has_data, partition_file, read_file, scan
-from gpuledger.lake_lock import rewriting
+from gpuledger.lake import LakeWriter, has_data, partition_file, read_file, scan, scan_files
+from gpuledger.lake_check import checked_stamps
+from gpuledger.store import LakeRef, open_store
 
 log = logging.getLogger(__name__)
 LOOKBACK_S = 2 * 3600
@@ -69,11 +73,11 @@ def _tenants(now: dt.datetime, cfg: Config, clusters: list[str]) -> pl.LazyFrame
     )
 
 
-def _demand_forecast(lake: Path, now: dt.datetime) -> pl.LazyFrame:
-    """demand_forecast, refitted only when its input (each complete day's demand) changed: the fits took 20 s of a
+def _demand_forecast(lake: LakeRef, now: dt.datetime) -> pl.LazyFrame:
+    """demand_forecast, refitted only when its input (each complete day's demand) changed: the fits take 20 s of a
     30-day lake's hourly run, and an hour that is not the day's last changes no complete day. Rows are the last
-    fit's, computed_at being its time: unchanged rows leave the table's files as they are (rewriting a year of
-    daily partitions each run for a new computed_at was most of the cost of a run after one new hour).
+    fit's, computed_at being its time: unchanged rows leave the table's files as they are (a new computed_at would
+    rewrite a year of daily partitions, most of the cost of a run after one new hour).
     The change is seen from each day's means, kept per fleet_hourly day (analytics/day_memo.py)."""
     memo = state_dir(lake) / "demand_forecast.memo.parquet"
     today = dt.datetime.combine(now.date(), dt.time(), dt.timezone.utc)
@@ -89,7 +93,7 @@ def _demand_forecast(lake: Path, now: dt.datetime) -> pl.LazyFrame:
     return out.lazy()
 
 
-def _idle_holds(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
+def _idle_holds(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
     """Idle GPUs of open jobs, from gpu_hourly's days since the oldest of them began only (a run reads no history)."""
     now = plan.now
     held = plan.allocs.lazy().filter(pl.col("open"))
@@ -99,7 +103,7 @@ def _idle_holds(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
     return idle_holds(held, hourly, cfg.analytics.waste_threshold_pct, now)
 
 
-def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
+def _decisions(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
     """Each cluster's rows, for its own webhook: GPUs held, quotas, fair share and idle GPUs are the cluster's own
     (its webhook admits its own Pods); the month's spending against a budget is the tenant's across clusters."""
     a = cfg.analytics
@@ -119,8 +123,8 @@ def _decisions(lake: Path, plan: Plan, cfg: Config) -> pl.LazyFrame:
         .drop_nulls("tenant")
         .collect()
     )
-    # From GPU-hours per (tenant, hour), kept from run to run (analytics/incremental.py): every GPU-hour ever held
-    # was a row here (8.8M a year of 1,000 GPUs); the hours are a few per tenant and hour.
+    # From GPU-hours per (tenant, hour), kept from run to run (analytics/incremental.py): a few rows per tenant and
+    # hour, where every GPU-hour ever held would be 8.8M rows a year of 1,000 GPUs.
     hours = plan.tenant_hours
     # Idle now, from the idle_holds written just before this table: GPUs idle through the last waste window.
     idle = (
@@ -172,17 +176,17 @@ class RunReport:
     seconds: float = 0.0
 
 
-def _watermark_path(lake: Path, job: str) -> Path:
+def _watermark_path(lake: LakeRef, job: str) -> Path:
     return state_dir(lake) / f"{job}.json"
 
 
-def watermark(lake: Path, job: str) -> float | None:
+def watermark(lake: LakeRef, job: str) -> float | None:
     p = _watermark_path(lake, job)
     return json.loads(p.read_text())["done_until_s"] if p.exists() else None
 
 
 def run(
-    lake: Path,
+    lake: LakeRef,
     until_s: float | None = None,
     from_s: float | None = None,
     cfg: Config | None = None,
@@ -191,30 +195,31 @@ def run(
     """`scheduler` (else [analytics] scheduler): a Dask scheduler's address, whose workers run the telemetry pass
     (analytics/dask_engine.py); ClusterError, before the lake is touched, if it does not answer."""
     address = scheduler if scheduler is not None else (cfg or defaults()).analytics.scheduler
-    lake = lake_url.parse(lake)
+    lake = open_store(lake)
     with contextlib.ExitStack() as stack:
         engine = None
         if address:
             from gpuledger.analytics.dask_engine import DaskEngine  # only here: the local path never imports Dask
 
             engine = stack.enter_context(DaskEngine(address))
-        if isinstance(lake, lake_url.S3Location):
-            # One run at a time by a lease, the state pulled and committed (analytics/state_store.py). Compaction
-            # there needs no turn: it deletes a merged day's inputs only well after the merge (compaction_s3).
-            stack.enter_context(session(lake, (cfg or defaults()).analytics.lease_s))
-        else:
-            # Compaction removes raw files a run reads, and a second run would overwrite this one's: one at a time.
-            stack.enter_context(rewriting(lake))
+        # One run at a time, its state kept only if it ends well (Store.state: a lock, or a lease and a snapshot).
+        stack.enter_context(lake.state(STATE, (cfg or defaults()).analytics.lease_s))
         return _run(lake, until_s, from_s, cfg, engine)
 
 
-def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | None, engine=None) -> list[RunReport]:
+def _run(
+    lake: LakeRef, until_s: float | None, from_s: float | None, cfg: Config | None, engine=None
+) -> list[RunReport]:
     cfg = cfg or defaults()
     until_s = time.time() if until_s is None else until_s
     writer = LakeWriter(lake)
     reports = []
+    # The raw files' stamps before anything is read: a file landing during the run is new to the next one.
+    kept = _kept_stamps(lake)
+    # Each file new since the last run is checked first; a damaged or foreign one is set aside (lake_check).
+    stamps = {t: checked_stamps(lake, t, (kept or {}).get(t, {}), "analyze", cfg.cluster)[0] for t in RAW}
     # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
-    # rolled up from those in memory (re-reading them from the lake cost as much as computing them).
+    # rolled up from those in memory (re-reading them from the lake costs as much as computing them).
     src = scan(lake, "gpu_samples")
     start = from_s
     if start is None:
@@ -225,39 +230,25 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
             first = src.select(pl.col("date").min()).collect().item()
             start = None if first is None else dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
     now = dt.datetime.fromtimestamp(until_s, dt.timezone.utc)
+    window_lo = None if start is None else dt.datetime.fromtimestamp(start - start % 3600, dt.timezone.utc)
+    late = _late_spans(lake, "gpu_samples", kept, stamps, window_lo)
+    _warn_ahead(lake, now, cfg.analytics.max_clock_skew_s)
     plan = None
     if has_data(lake, "jobs"):
         # The jobs' state first: the pass over the samples needs the allocations of its window.
         frag_s = from_s if from_s is not None else watermark(lake, "fragmentation")
         frag_s = frag_s if frag_s is None or from_s is not None else frag_s - LOOKBACK_S
         starts = [s - s % 3600 for s in (start, frag_s) if s is not None]
-        needed = dt.datetime.fromtimestamp(min(starts), dt.timezone.utc) if len(starts) == 2 else None
+        needed = None
+        if len(starts) == 2:
+            needed = min([dt.datetime.fromtimestamp(min(starts), dt.timezone.utc), *(s.lo for s in late)])
         plan = prepare(lake, now, cfg, from_s, needed)
-    if start is not None:
-        # Whole hours, so every bucket is recomputed from all of its samples.
-        lo = dt.datetime.fromtimestamp(start - start % 3600, dt.timezone.utc)
-        hi = now
-        d0, d1 = lo.date(), hi.date()
-        # One UTC day at a time: a day of a large fleet's samples fits in memory (about 1 GB for 1,000 GPUs at
-        # 10 s) and the in-memory engine beats the streaming one on it by ~25% (benchmarks/analytics_run.py).
-        # The rollups are written a few days at a time, so a year-long first run holds a week of them, not the
-        # year (job_5min alone would be ~75M rows for a year of 1,000 GPUs).
-        days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
-        chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
-        allocs = plan.allocations_from(lo) if plan is not None else _NO_ALLOCATIONS
-        done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
-        # Each chunk's files are in the lake before the next chunk's results are taken.
-        if engine is None:
-            written = _telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
-        else:
-            written = engine.telemetry_chunks(lake, writer, chunks, lo, hi, allocs)
-        for chunk_done in written:
-            for job, (rows, seconds) in chunk_done.items():
-                done[job][0] += rows
-                done[job][1] += seconds
-        for job, (rows, seconds) in done.items():
+    if window_lo is not None:
+        # The window, the late files' hours and those whose allocations changed (job_5min).
+        spans = [planner.Span(window_lo, now, "telemetry window"), *late, *(plan.alloc_spans if plan else ())]
+        reports += _telemetry(lake, writer, engine, planner.ranges(planner.starts(spans), now), window_lo, now, plan)
+        for job in TELEMETRY:
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
-            reports.append(RunReport(job, len(days), rows, seconds))
     if plan is not None:
         job_level, plan = job_tables(lake, writer, plan)
         reports += [RunReport(*r) for r in job_level]
@@ -265,17 +256,114 @@ def _run(lake: Path, until_s: float | None, from_s: float | None, cfg: Config | 
             t0 = time.perf_counter()
             days, rows = _run_whole(lake, writer, job, compute(lake, plan, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
-        frag = _fragmentation(lake, writer, plan, cfg, from_s)
+        frag = _fragmentation(lake, writer, plan, cfg, from_s, [*late, *plan.alloc_spans], _refit(lake, kept, stamps))
         if frag is not None:
             reports.append(frag)
+    _keep_stamps(lake, stamps)
     return reports
+
+
+# The raw tables whose files a run compares with the last run's (analytics/planner.py): late samples are analysed
+# for their hours; a change to the pod shapes (the fragmentation workload) or, in a lake without telemetry, to the
+# nodes (its inventory) recomputes fragmentation whole. The jobs files: analytics/job_state.py.
+RAW = ("gpu_samples", "nodes", "pod_shapes")
+
+
+def _refit(lake: LakeRef, kept: dict | None, stamps: dict[str, dict]) -> bool:
+    """Whether fragmentation is recomputed whole: its workload or inventory changed since the last run. A
+    collector writes nodes rows every flush, but with telemetry the inventory is gpu_hourly's, hour by hour."""
+    if kept is None:
+        return False
+    tables = ["pod_shapes"] + ([] if has_data(lake, "gpu_hourly") else ["nodes"])
+    return any(planner.file_changes(kept.get(t, {}), stamps[t]) for t in tables)
+
+
+def _stamps_path(lake: LakeRef) -> Path:
+    return state_dir(lake) / "raw_files.json"
+
+
+def _kept_stamps(lake: LakeRef) -> dict[str, dict] | None:
+    """The raw files' stamps as the last run saw them; None before the first run that kept them."""
+    try:
+        return json.loads(_stamps_path(lake).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _keep_stamps(lake: LakeRef, stamps: dict[str, dict]) -> None:
+    # After the tables: a run stopped midway leaves the last run's stamps, and the next run redoes what it must.
+    write_bytes_atomic(_stamps_path(lake), json.dumps(stamps, sort_keys=True).encode())
+
+
+def _late_spans(lake, table: str, kept: dict | None, stamps: dict, window_lo: dt.datetime | None) -> list:
+    """The hours a raw table's files changed since the last run dirty (analytics/planner.py). Without kept stamps (a
+    first run, or a lake analysed before they were kept) there is nothing to compare: the window alone is done."""
+    if kept is None or window_lo is None:
+        return []
+    changes = planner.file_changes(kept.get(table, {}), stamps[table])
+    if not changes:
+        return []
+    rels = planner.needs_first_sample(changes, window_lo)
+    first = {}
+    if rels:
+        store, t = open_store(lake), schema.table(table).time_column
+        for rel in rels:
+            first[rel] = scan_files(store, table, [rel]).select(pl.col(t).min()).collect().item()
+    spans = planner.late_spans(changes, first)
+    log.info("analytics: %d raw file(s) of %s changed since the last run: %s", len(spans), table, spans[0].why)
+    return spans
+
+
+def _warn_ahead(lake: LakeRef, now: dt.datetime, skew_s: float) -> None:
+    """One warning line when samples are timed further ahead of `now` than the clock-skew allowance: they are left
+    out of this run (its window ends at `now`) and named here rather than passed over in silence."""
+    bound = now + dt.timedelta(seconds=skew_s)
+    src = scan(lake, "gpu_samples").filter(pl.col("date") >= bound.date())  # the partitions that can hold them
+    found = ahead(src, bound).collect()
+    if found.height:
+        where = ", ".join(f"{n} ({s}) {r:,}" for n, s, r in found.iter_rows())
+        log.warning(
+            "analytics: %s gpu_samples rows are more than %g s ahead of the run's end %s, set aside (not charged): %s",
+            f"{found['rows'].sum():,}",
+            skew_s,
+            now.isoformat(timespec="seconds"),
+            where,
+        )
 
 
 TELEMETRY = ("gpu_5min", "gpu_hourly", "job_5min")  # the tables of the pass over raw samples, one UTC day at a time
 
 
+def _telemetry(lake, writer, engine, ranges, window_lo: dt.datetime, now: dt.datetime, plan) -> list[RunReport]:
+    """The pass over raw samples for these [lo, hi) ranges (whole hours, so every bucket is recomputed from all of
+    its samples), in this process or on Dask workers. Reports each table's rows over the window's days (`now`'s
+    included) and the others done."""
+    done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
+    allocs = plan.allocations_from(ranges[0][0]) if plan is not None and ranges else _NO_ALLOCATIONS
+    reported = {window_lo.date() + dt.timedelta(days=k) for k in range((now.date() - window_lo.date()).days + 1)}
+    for lo, hi in ranges:
+        # One UTC day at a time: a day of a large fleet's samples fits in memory (about 1 GB for 1,000 GPUs at 10 s)
+        # and the in-memory engine beats the streaming one on it by ~25% (benchmarks/analytics_run.py). The rollups
+        # are written a few days at a time, so a year-long first run holds a week of them, not the year (job_5min
+        # alone would be ~75M rows for a year of 1,000 GPUs).
+        d0, d1 = lo.date(), (hi - dt.timedelta(microseconds=1)).date()
+        days = [d0 + dt.timedelta(days=k) for k in range((d1 - d0).days + 1)]
+        reported.update(days)
+        chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
+        # Each chunk's files are in the lake before the next chunk's results are taken.
+        if engine is None:
+            written = _telemetry_chunks(lake, writer, chunks, lo, now, allocs)
+        else:
+            written = engine.telemetry_chunks(lake, writer, chunks, lo, now, allocs)
+        for chunk_done in written:
+            for job, (rows, seconds) in chunk_done.items():
+                done[job][0] += rows
+                done[job][1] += seconds
+    return [RunReport(job, len(reported), rows, seconds) for job, (rows, seconds) in done.items()]
+
+
 def telemetry_day(
-    lake: Path | str, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
+    lake: LakeRef, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
 ) -> dict[str, pl.DataFrame]:
     """The TELEMETRY tables' rows for UTC day `day` of the window [lo, hi), with a `date` column: the unit of work
     of the pass over raw samples, run in this process or on a Dask worker (analytics/dask_engine.py).
@@ -286,8 +374,8 @@ def telemetry_day(
     d_lo, d_hi = max(lo, midnight), min(hi, midnight + dt.timedelta(days=1))
     five = gpu_5min(scan(lake, "gpu_samples", date=day).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi)))
     # Both sorted by their key: a group-by's rows come in any order, and sums over them (the hourly rollup here; the
-    # job-level tables over the files) then differed in the last bit (energy_wh in 9 of 576 rows between two runs of
-    # one lake, and again between a local run and a Dask worker's). Sorted, every run writes the same files.
+    # job-level tables over the files) then differ in the last bit (energy_wh in 9 of 576 rows between two runs of
+    # one lake, and between a local run and a Dask worker's). Sorted, every run writes the same files.
     key = ("cluster", "node", "gpu_uuid", "parent_gpu_uuid")
     five = five.collect().sort(*key, "bucket_start")
     hourly = gpu_hourly(five.lazy()).collect().sort(*key, "hour")
@@ -301,7 +389,7 @@ def telemetry_day(
     return {job: _keep_rows_before(lake, job, out, lo) for job, out in zip(TELEMETRY, (five, hourly, j5), strict=True)}
 
 
-def _telemetry_chunks(lake: Path, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame):
+def _telemetry_chunks(lake: LakeRef, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame):
     """The pass in this process: per chunk of days, {table: (rows, seconds)} once its files are written.
     gpu_5min's seconds include computing all three tables (they come from one pass over the samples)."""
     for chunk in chunks:
@@ -321,13 +409,13 @@ def _telemetry_chunks(lake: Path, writer: LakeWriter, chunks: list[list[dt.date]
         yield {job: (rows[job], seconds[job]) for job in TELEMETRY}
 
 
-def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
+def _keep_rows_before(lake: LakeRef, job: str, out: pl.DataFrame, lo: dt.datetime) -> pl.DataFrame:
     """An incremental run recomputes from `lo`; the rest of each day it rewrites is kept from the file it replaces."""
     t = schema.table(job)
     keep = []
     for (date,) in out.select("date").unique().iter_rows():
         if lo.date() == date and lo > dt.datetime.combine(date, dt.time(), dt.timezone.utc):
-            kept = read_file(partition_file(lake, job, date))
+            kept = read_file(lake, partition_file(job, date))
             if kept is not None:
                 keep.append(kept.filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date")))
     if not keep:
@@ -336,9 +424,16 @@ def _keep_rows_before(lake: Path, job: str, out: pl.DataFrame, lo: dt.datetime) 
 
 
 def _fragmentation(
-    lake: Path, writer: LakeWriter, plan: Plan, cfg: Config, from_s: float | None = None
+    lake: LakeRef,
+    writer: LakeWriter,
+    plan: Plan,
+    cfg: Config,
+    from_s: float | None = None,
+    spans: list | None = None,
+    whole: bool = False,
 ) -> RunReport | None:
-    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back).
+    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back),
+    plus the hours of `spans` (late telemetry, changed allocations); `whole`: from the first hour.
 
     Each cluster of the lake on its own: its GPUs, its allocations and its jobs' requests (node names repeat across
     clusters, and a cluster's jobs cannot use another's free GPUs)."""
@@ -350,7 +445,7 @@ def _fragmentation(
         listed = scan(lake, "nodes").select(pl.col("cluster").unique()).collect()["cluster"].sort().to_list()
         nodes = {c: latest_nodes(scan(lake, "nodes"), c) for c in listed}
     wm = watermark(lake, "fragmentation")
-    start_s = from_s if from_s is not None else None if wm is None else wm - LOOKBACK_S
+    start_s = from_s if from_s is not None else None if wm is None or whole else wm - LOOKBACK_S
     if start_s is None:
         first = (
             hourly.select(pl.col("hour").min()).collect().item()
@@ -363,6 +458,10 @@ def _fragmentation(
     else:
         lo = dt.datetime.fromtimestamp(start_s - start_s % 3600, dt.timezone.utc)
     now, until_s = plan.now, plan.now.timestamp()
+    ranges = planner.ranges(planner.starts([planner.Span(lo, now, "fragmentation window"), *(spans or [])]), now)
+    if not ranges:
+        return None
+    lo = ranges[0][0]
     # The intervals of [lo, now), and every job's request: the workload whose fit the metric measures.
     allocs = plan.allocations_from(lo).select("cluster", "node", "gpu_uuid", "share", "start", "end")
     jobs = plan.workload()
@@ -372,63 +471,61 @@ def _fragmentation(
         clusters = sorted(set(seen.to_list()) | set(plan.clusters()))
     else:
         clusters = sorted(nodes)
-    # MIG instances' physical GPUs, as kept by the job-level tables (reading them from every gpu_hourly file was
-    # a pass over the whole history each run).
+    # MIG instances' physical GPUs, as kept by the job-level tables (from every gpu_hourly file they would cost a
+    # pass over the whole history each run).
     parents = plan.gpus.select("gpu_uuid", pl.col("parent_gpu_uuid")).drop_nulls("parent_gpu_uuid")
-    # A week at a time: an hour's rows depend on that hour's inventory and holds only, and a year at once held
-    # the whole year's node states (GBs).
     rows = dates = 0
-    midnight = dt.datetime.combine(lo.date(), dt.time(), dt.timezone.utc)
-    bounds = [
-        lo,
-        *(t for k in range(1, (now - midnight).days // 7 + 2) if lo < (t := midnight + dt.timedelta(days=7 * k)) < now),
-        now,
-    ]
-    for w_lo, w_hi in itertools.pairwise(bounds):  # whole UTC days, but the first (from lo)
-        held = allocs.filter((pl.col("end") > w_lo) & (pl.col("start") < w_hi))
-        # The window's days by the hive `date`: polars then opens only their files (by `hour` alone it read every
-        # day's footer for every week: 13 x 90 GETs of a 90-day first run on an object store).
-        week = hourly.filter(pl.col("date").is_between(w_lo.date(), w_hi.date()))
-        outs = []
-        for c in clusters:
-            mine = pl.col("cluster") == c
-            outs.append(
-                fragmentation_series(
-                    week.filter(mine),
-                    held.filter(mine),
-                    jobs.filter(mine),
-                    w_lo,
-                    w_hi,
-                    c,
-                    None if nodes is None else nodes[c],
-                    shapes.filter(mine),
-                    parents,
+    for r_lo, r_hi in ranges:
+        # A week at a time: an hour's rows depend on that hour's inventory and holds only, and a year at once would
+        # hold the whole year's node states (GBs).
+        midnight = dt.datetime.combine(r_lo.date(), dt.time(), dt.timezone.utc)
+        weeks = (r_hi - midnight).days // 7 + 2
+        inner = (t for k in range(1, weeks) if r_lo < (t := midnight + dt.timedelta(days=7 * k)) < r_hi)
+        for w_lo, w_hi in itertools.pairwise([r_lo, *inner, r_hi]):  # whole UTC days, but the first (from r_lo)
+            held = allocs.filter((pl.col("end") > w_lo) & (pl.col("start") < w_hi))
+            # The window's days by the hive `date`: polars then opens only their files (by `hour` alone it reads
+            # every day's footer for every week: 13 x 90 GETs of a 90-day first run on an object store).
+            week = hourly.filter(pl.col("date").is_between(w_lo.date(), w_hi.date()))
+            outs = []
+            for c in clusters:
+                mine = pl.col("cluster") == c
+                outs.append(
+                    fragmentation_series(
+                        week.filter(mine),
+                        held.filter(mine),
+                        jobs.filter(mine),
+                        w_lo,
+                        w_hi,
+                        c,
+                        None if nodes is None else nodes[c],
+                        shapes.filter(mine),
+                        parents,
+                    )
                 )
-            )
-        outs = [o for o in outs if o.height]
-        out = pl.concat(outs).sort("ts", "cluster", "gpu_model") if outs else pl.DataFrame()
-        if out.height:
-            out = out.with_columns(pl.col("ts").dt.date().alias("date"))
-            if w_lo == lo:
-                out = _keep_rows_before(lake, "fragmentation", out, lo)
-            writer.write_partitions("fragmentation", out, "fragmentation")
-            rows += out.height
-            dates += out["date"].n_unique()
+            outs = [o for o in outs if o.height]
+            out = pl.concat(outs).sort("ts", "cluster", "gpu_model") if outs else pl.DataFrame()
+            if out.height:
+                out = out.with_columns(pl.col("ts").dt.date().alias("date"))
+                if w_lo == r_lo:
+                    out = _keep_rows_before(lake, "fragmentation", out, r_lo)
+                writer.write_partitions("fragmentation", out, "fragmentation")
+                rows += out.height
+                dates += out["date"].n_unique()
     write_bytes_atomic(_watermark_path(lake, "fragmentation"), json.dumps({"done_until_s": until_s}).encode())
     return RunReport("fragmentation", dates, rows, time.perf_counter() - t0)
 
 
-def _run_whole(lake: Path, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tuple[int, int]:
+def _run_whole(lake: LakeRef, writer: LakeWriter, job: str, lf: pl.LazyFrame) -> tuple[int, int]:
     """A snapshot table recomputed whole; only the partitions whose rows changed are rewritten."""
     return write_changed_partitions(lake, writer, job, lf.collect())
 
 
-def schedule(scheduler, cfg: Config, lake: Path, every_s: float = 300) -> None:
+def schedule(scheduler, cfg: Config, lake: LakeRef, every_s: float = 300) -> None:
     """Called by `gpuledger up`: run the analytics every `every_s` seconds (never two at once)."""
 
     def job() -> None:
         try:
-            with lake_url.store_errors(lake_url.parse(lake)):
+            with open_store(lake).errors():
                 run(lake, cfg=cfg)
         except GpuledgerError as e:
             # The lake unreachable, the lease held by another run: one line, and the next interval tries again.

@@ -46,7 +46,7 @@ RESULT_SCHEMA = pl.Schema(
 
 
 # Adding more than 4x today's fleet is a different cluster, not a what-if; and the replay's cost grows with the
-# nodes (10,000,000 GPUs: 1.25 M nodes, a minute of CPU and hundreds of MB per request before this bound).
+# nodes (an unbounded 10,000,000 GPUs would be 1.25 M nodes: a minute of CPU and hundreds of MB per request).
 MAX_ADD_PER_FLEET_GPU = 4
 MAX_WINDOW_DAYS = 31  # the dashboards replay 7 days; a month of a 1,000-GPU fleet is ~100,000 jobs (4.4 weeks)
 

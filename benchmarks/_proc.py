@@ -70,3 +70,24 @@ def gpuledger(*args: str) -> tuple[float, int, str]:
     if p.returncode:
         sys.exit(f"gpuledger {' '.join(args)} failed:\n{err[-2000:]}")
     return time.perf_counter() - t0, rss.peak, out
+
+
+def differing_rows(a, b, tables) -> int:
+    """Rows of `tables` in one local lake and not the other, both ways (DuckDB EXCEPT ALL over each table's files;
+    a table with files in only one lake counts its files)."""
+    from pathlib import Path
+
+    import duckdb
+
+    from gpuledger.lake import table_files
+
+    con, n = duckdb.connect(), 0
+    q = "SELECT count(*) FROM (SELECT * FROM read_parquet(?, hive_partitioning=true) EXCEPT ALL "
+    q += "SELECT * FROM read_parquet(?, hive_partitioning=true))"
+    for t in tables:
+        fa, fb = ([str(Path(x, k)) for k in table_files(x, t)] for x in (a, b))
+        if fa and fb:
+            n += con.execute(q, [fa, fb]).fetchone()[0] + con.execute(q, [fb, fa]).fetchone()[0]
+        else:
+            n += abs(len(fa) - len(fb))
+    return n

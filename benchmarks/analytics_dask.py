@@ -62,7 +62,7 @@ def differing(a: Path, b: Path, work: Path) -> tuple[list[str], int, int]:
     con.execute("SET temp_directory = ?", [str(work / "duckdb_tmp")])
     out, compared, linked = [], 0, 0
     for t in schema.TABLES:
-        fa, fb = table_files(a, t), table_files(b, t)
+        fa, fb = ([Path(x, k) for k in table_files(x, t)] for x in (a, b))
         if not fa and not fb:
             continue
         if [f.relative_to(a) for f in fa] != [f.relative_to(b) for f in fb]:
@@ -213,7 +213,7 @@ def main() -> None:
     for dst in (local, remote):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst, copy_function=os.link, ignore=shutil.ignore_patterns("_state"))
-    samples = pl.scan_parquet(table_files(src, "gpu_samples")).select(pl.len()).collect().item()
+    samples = pl.scan_parquet([Path(src, k) for k in table_files(src, "gpu_samples")]).select(pl.len()).collect().item()
 
     from distributed import LocalCluster
 

@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _proc import differing_rows  # noqa: E402
 from _proc import gpuledger as gl  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gpuledger.lake import table_files  # noqa: E402
 from gpuledger.schema import DERIVED_TABLES  # noqa: E402
 
 END, NEXT = "2026-11-30T00:00:00Z", "2026-11-30T01:00:00Z"
@@ -33,21 +33,6 @@ JOB_TABLES += ("fleet_hourly",)
 def sim(lake: Path, a, days: float, end: str) -> None:
     args = ("--nodes", str(a.nodes), "--gpus-per-node", str(a.gpus_per_node), "--step-s", str(a.step_s))
     gl("simulate", "--lake", str(lake), *args, "--days", str(days), "--end", end, "--workers", "1")
-
-
-def differing_rows(a: Path, b: Path) -> int:
-    import duckdb
-
-    con, n = duckdb.connect(), 0
-    q = "SELECT count(*) FROM (SELECT * FROM read_parquet(?, hive_partitioning=true) EXCEPT ALL "
-    q += "SELECT * FROM read_parquet(?, hive_partitioning=true))"
-    for t in JOB_TABLES:
-        fa, fb = ([str(f) for f in table_files(x, t)] for x in (a, b))
-        if fa and fb:
-            n += con.execute(q, [fa, fb]).fetchone()[0] + con.execute(q, [fb, fa]).fetchone()[0]
-        else:
-            n += abs(len(fa) - len(fb))
-    return n
 
 
 def main() -> None:
@@ -78,7 +63,7 @@ def main() -> None:
                     shutil.rmtree(scratch / t.name, ignore_errors=True)
                 shutil.rmtree(scratch / "_state" / "analytics", ignore_errors=True)
                 gl("analyze", "--lake", str(scratch), "--to", NEXT)
-                same = differing_rows(lake, scratch)
+                same = differing_rows(lake, scratch, JOB_TABLES)
             rows.append((days, first_s, first_rss, inc_s, inc_rss, same))
             shutil.rmtree(lake, ignore_errors=True)
     finally:

@@ -84,7 +84,7 @@ def main() -> None:
     rounds = []
     for _ in range(rounds_n):
         clear_derived(lake)
-        files = [str(f) for f in table_files(lake, "gpu_samples")]
+        files = [str(Path(lake, k)) for k in table_files(lake, "gpu_samples")]
         if not files:
             sys.exit(f"{lake}: no gpu_samples files")
         con = duckdb.connect()

@@ -9,7 +9,8 @@ with dcgm-exporter's real label sets (built from tests/fixtures/dcgm/l4-aws-kops
 scrape, plus a pod on half the GPUs), over keep-alive HTTP/1.1 as dcgm-exporter's Go server does (--close: a new
 connection per request). It shares the machine's cores with the collector; its CPU per round is printed apart.
 The real DcgmSource fetches, parses and turns every page into lake rows, its batches taken as the runner takes them
-(one at a time, then dropped, or appended to a real spool with --spool: the runner's json + fdatasync per batch).
+(one at a time, then dropped, or appended to a real spool with --spool: the runner's append, an Arrow record for a
+batch of 512 rows or more, and fdatasync per batch).
 --workers N splits the targets across N worker processes (collector/dcgm/shards.py); their CPU and peak RSS are
 counted with the collector's. Baseline in the same run: a round with the reference path (prometheus_client's
 parser, then RowBuilder) with --reference or --tiny (about 25 ms a page: 250 s a round of 10,000).
@@ -88,6 +89,30 @@ def serve(ports_q, n: int, close: bool) -> None:
         asyncio.run(main())
 
 
+def raise_nofile(endpoints: int, concurrency: int) -> None:
+    """Each kept-alive endpoint holds two descriptors on the server side (listener, connection) and one here; a
+    server process serves at most PER_SERVER endpoints so that every process stays within `ulimit -Hn`."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    want = max(endpoints, 2 * min(endpoints, PER_SERVER)) + concurrency + 256
+    if hard != resource.RLIM_INFINITY and hard < want:
+        sys.exit(f"--endpoints {endpoints} needs {want} open files; this shell allows {hard} (ulimit -Hn)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def start_servers(endpoints: int, close: bool = False) -> tuple[list, list[str]]:
+    """Page server processes for `endpoints` loopback ports, and the URLs of their pages."""
+    ctx = mp.get_context("spawn")  # fresh interpreters: the page servers share nothing with the collector
+    q = ctx.Queue()
+    sizes = [min(PER_SERVER, endpoints - i) for i in range(0, endpoints, PER_SERVER)]
+    servers = [ctx.Process(target=serve, args=(q, n, close), daemon=True) for n in sizes]
+    for p in servers:
+        p.start()
+    ports = [port for _ in servers for port in q.get(timeout=300)]
+    return servers, [f"http://127.0.0.1:{p}/metrics" for p in ports]
+
+
 def cpu_s(pids: list[int]) -> float:
     """User + system CPU seconds of processes so far (Linux /proc)."""
     total = 0
@@ -145,27 +170,14 @@ def main() -> None:
         a.endpoints, a.rounds, a.concurrency = 4, 1, 4
     import resource
 
-    # Each kept-alive endpoint holds two descriptors on the server side (listener, connection) and one here; a
-    # server process serves at most PER_SERVER endpoints so that every process stays within `ulimit -Hn`.
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    want = max(a.endpoints, 2 * min(a.endpoints, PER_SERVER)) + a.concurrency + 256
-    if hard != resource.RLIM_INFINITY and hard < want:
-        sys.exit(f"--endpoints {a.endpoints} needs {want} open files; this shell allows {hard} (ulimit -Hn)")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    raise_nofile(a.endpoints, a.concurrency)
     sys.path.insert(0, str(REPO))
     import gpuledger.collector.dcgm_source as ds
     from gpuledger.collector.dcgm import exposition
     from gpuledger.collector.dcgm.columns import PageReader
     from gpuledger.config import Config
 
-    ctx = mp.get_context("spawn")  # fresh interpreters: the page servers share nothing with the collector
-    q = ctx.Queue()
-    sizes = [min(PER_SERVER, a.endpoints - i) for i in range(0, a.endpoints, PER_SERVER)]
-    servers = [ctx.Process(target=serve, args=(q, n, a.close), daemon=True) for n in sizes]
-    for p in servers:
-        p.start()
-    ports = [port for _ in servers for port in q.get(timeout=300)]
-    urls = [f"http://127.0.0.1:{p}/metrics" for p in ports]
+    servers, urls = start_servers(a.endpoints, a.close)
     samples_per_page = len(exposition.parse(page(0).decode()))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -229,7 +241,10 @@ def main() -> None:
         print(f"  peak RSS, worker processes      {', '.join(f'{r:.0f}' for r in worker_rss)} MB")
     if spool is not None:
         spooled = statistics.median(x for *_, x in fast)
-        print(f"  spool append (json + fdatasync) median {spooled:.2f} s a round, within the round's time")
+        size = sum(f.stat().st_size for f in a.spool.glob("seg-*.wal"))
+        mb = size / a.rounds / 1e6
+        print(f"  spool append (+ fdatasync)      median {spooled:.2f} s a round, in the round; {mb:.0f} MB a round")
+        print("                                  (wall time: the scrape's thread holds the GIL meanwhile)")
         spool.close()
 
 

@@ -210,7 +210,9 @@ def main() -> None:
             audited = q.execute("SELECT count(*) FROM admission_decisions").rows[0][0]
         # wrk counts the responses it read; a few more may have been answered as it stopped.
         print(f"audit: {audited:,} decisions in admission_decisions for the {sent:,} answers wrk counted")
-        left = list((lake / "_spool").glob("*/seg-*.wal"))
+        from gpuledger.spool import default_dir
+
+        left = list(default_dir(str(lake), "webhook-x").parent.glob("*/seg-*.wal"))
         if audited < sent or left:
             print(f"spool segments left: {left}\nserver log:\n{(tmp / 'server.log').read_text()[-3000:]}")
     finally:

@@ -55,6 +55,7 @@ QUERIES = {
     "nodes": "SELECT gpu_model, sum(gpu_count) FROM nodes GROUP BY ALL",
     "health_events": "SELECT kind, count(*) FROM health_events GROUP BY ALL",
     "admission_decisions": "SELECT tenant, decision, count(*) FROM admission_decisions GROUP BY ALL",
+    "quarantined_files": "SELECT table_name, found_by, count(*) FROM quarantined_files GROUP BY ALL",
     "gpu_hourly": "SELECT model, date_trunc('month', date) m, avg(busy_ratio), sum(energy_wh) FROM gpu_hourly "
     "GROUP BY ALL",
     "gpu_5min": "SELECT model, date_trunc('month', date) m, avg(util_gpu_pct_mean) FROM gpu_5min GROUP BY ALL",
@@ -106,7 +107,7 @@ def best(f, rounds: int) -> float:
 
 def files(lake: Path, table: str) -> list[str]:
     """The table's Parquet files as the lake lists them (empty when it has none)."""
-    return [str(f) for f in table_files(lake, table)]
+    return [str(Path(lake, k)) for k in table_files(lake, table)]
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ Each run is `gpuledger.analytics.runner.run` in this process, local and S3 alter
 both; the figures are medians over the repetitions. Rows are the sum of the run's RunReport rows (every derived table,
 rows rewritten, not distinct rows): both sides must write the same number, or the benchmark stops.
 
-On S3 the run also holds a lease and pulls and commits its state (analytics/state_store.py): the time spent in
-state_store.pull and .push is measured by wrapping them, and the requests moto served during the run are counted
+On S3 the run also holds a lease and pulls and commits its state (gpuledger/store/s3_state.py): the time spent in
+s3_state.pull and .push is measured by wrapping them, and the requests moto served during the run are counted
 from its log (a line per request). moto is one Python process serving every request, so it, not the client, bounds
 the S3 figures; a real store adds a network round trip per request but serves many at once.
 """
@@ -42,9 +42,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from s3_server import MotoServer, upload  # noqa: E402
 
-from gpuledger import lake_url  # noqa: E402
-from gpuledger.analytics import runner, state_store  # noqa: E402
+from gpuledger.analytics import runner  # noqa: E402
 from gpuledger.config import defaults  # noqa: E402
+from gpuledger.store import open_store, s3_state  # noqa: E402
 
 from builders import END, make_lake  # noqa: E402
 
@@ -54,7 +54,7 @@ REQUEST = re.compile(rb'"(?:\x1b\[[0-9;]*m)*(GET|PUT|HEAD|POST|DELETE) (\S*)')
 
 
 class StateTimer:
-    """Seconds spent in state_store.pull and .push: `session` calls them through the module's globals, so
+    """Seconds spent in s3_state.pull and .push: `session` calls them through the module's globals, so
     replacing those attributes times every call a run makes."""
 
     def __init__(self):
@@ -62,7 +62,7 @@ class StateTimer:
 
     @contextlib.contextmanager
     def installed(self):
-        saved = {name: getattr(state_store, name) for name in self.s}
+        saved = {name: getattr(s3_state, name) for name in self.s}
 
         def timed(name):
             def call(*args, **kw):
@@ -75,12 +75,12 @@ class StateTimer:
             return call
 
         for name in self.s:
-            setattr(state_store, name, timed(name))
+            setattr(s3_state, name, timed(name))
         try:
             yield self
         finally:
             for name, f in saved.items():
-                setattr(state_store, name, f)
+                setattr(s3_state, name, f)
 
 
 def log_size(srv: MotoServer) -> int:
@@ -152,7 +152,7 @@ def main() -> None:
             srv.create_bucket("lake-bench")
             os.environ.update(srv.env())
             for k in range(a.reps):
-                local, s3 = tmp / f"local-{k}", lake_url.parse(f"s3://lake-bench/rep{k}")
+                local, s3 = tmp / f"local-{k}", open_store(f"s3://lake-bench/rep{k}")
                 os.environ["XDG_STATE_HOME"] = str(tmp / f"state-{k}")
                 shutil.copytree(raw, local)
                 up_s = time.perf_counter()

@@ -26,11 +26,11 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from s3_server import MotoServer  # noqa: E402
 
-from gpuledger import lake_url  # noqa: E402
 from gpuledger.collector.sim_source import SimSource  # noqa: E402
 from gpuledger.config import SimConfig, defaults  # noqa: E402
 from gpuledger.lake import LakeWriter  # noqa: E402
 from gpuledger.spool import Spool  # noqa: E402
+from gpuledger.store import open_store  # noqa: E402
 
 T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
 
@@ -56,7 +56,7 @@ def main() -> None:
     with MotoServer() as srv:
         srv.create_bucket("lake-bench")
         os.environ.update(srv.env())
-        lakes = {"local": tmp / "lake", "s3": lake_url.parse("s3://lake-bench/p")}
+        lakes = {"local": tmp / "lake", "s3": open_store("s3://lake-bench/p")}
         spools, writers = {}, {}
         for name, root in lakes.items():
             spools[name], writers[name] = Spool(tmp / f"spool-{name}", "bench"), LakeWriter(root)

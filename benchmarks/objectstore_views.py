@@ -31,8 +31,8 @@ from _proc import gpuledger as gl  # noqa: E402
 from finops_views import END, QUERIES  # noqa: E402
 from s3_server import MotoServer, upload  # noqa: E402
 
-from gpuledger import lake_url  # noqa: E402
 from gpuledger.query import Lake  # noqa: E402
+from gpuledger.store import open_store  # noqa: E402
 
 VIEWS = ("tenant_daily", "queue_stats", "focus_cost")
 
@@ -63,7 +63,7 @@ def main() -> None:
     with MotoServer() as srv:
         srv.create_bucket("lake-bench")
         os.environ.update(srv.env())
-        s3 = lake_url.parse("s3://lake-bench/lake")
+        s3 = open_store("s3://lake-bench/lake")
         t0 = time.perf_counter()
         n = upload(local, s3)
         print(f"uploaded {n} lake files in {time.perf_counter() - t0:.1f} s; median of {a.rounds} round(s)")

@@ -27,7 +27,6 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpuledger.collector.dcgm.columns import FieldColumns, PageReader
 from gpuledger.collector.dcgm.exposition import ExpositionError, parse
@@ -37,6 +36,7 @@ from gpuledger.collector.http_fetch import AsyncFetcher, FetchError, FetchTimeou
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
+from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
 CONTENT_TYPES = ("text/plain", "application/openmetrics-text")
@@ -343,7 +343,7 @@ class _Round:
         self.chunk.errors.append((len(self.due), src._event(self.ts_us, None, detail)))
 
 
-def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> DcgmSource:
+def from_config(cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> DcgmSource:
     """Entry point `dcgm` (collector/source.py SourceFactory): the --url pages, else the config's dcgm_urls, else
     the ready endpoints of the Service collector.dcgm_service (collector/k8s/endpoints.py)."""
     if not urls and cfg.collector.dcgm_service:

@@ -11,12 +11,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from gpuledger.collector.k8s.pods import BadQuantity, gpu_request, job_row
 from gpuledger.collector.source import Batch
 from gpuledger.config import TENANT_LABEL, Config
 from gpuledger.kube_watch import Watcher, load_api
+from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
 # ownerReference kind -> plural for the generic custom-object lookup (lowercase kind + "s" otherwise).
@@ -148,6 +148,6 @@ class _Ref:
         self.api_version, self.controller = d.get("apiVersion"), d.get("controller", False)
 
 
-def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> K8sSource:
+def from_config(cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> K8sSource:
     """Entry point `k8s` (collector/source.py SourceFactory): the cluster's pods, in-cluster or from kubeconfig."""
     return K8sSource(cfg)

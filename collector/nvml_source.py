@@ -18,6 +18,7 @@ from gpuledger.collector.nvml.cgroups import pod_of_pid
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
+from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
 NODES_EVERY_S = 3600
@@ -372,6 +373,6 @@ def _f(v) -> float | None:
     return float(v) if v is not None else None
 
 
-def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> NvmlSource:
+def from_config(cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> NvmlSource:
     """Entry point `nvml` (collector/source.py SourceFactory): this node's GPUs."""
     return NvmlSource(cfg)

@@ -12,13 +12,13 @@ import math
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 
 from gpuledger.collector.dcgm.rows import RowBuilder
 from gpuledger.collector.http_fetch import FetchError, get
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
+from gpuledger.store import LakeRef
 
 QUERY = '{__name__=~"DCGM_FI_.*|DCGM_EXP_.*"}'
 MAX_POINTS = 10_000  # Prometheus refuses range queries over 11,000 points per series
@@ -95,7 +95,7 @@ def _float(v: str) -> float:
         return math.nan
 
 
-def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> PrometheusSource:
+def from_config(cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> PrometheusSource:
     """Entry point `prometheus` (collector/source.py SourceFactory): the --url server, else the config's."""
     if len(urls) > 1:
         raise SourceError("prometheus: give one --url (the Prometheus server)")

@@ -23,8 +23,8 @@ from gpuledger.collector.metrics import CollectorMetrics
 from gpuledger.collector.source import Batch, Source
 from gpuledger.errors import GpuledgerError, SourceError, SpoolError
 from gpuledger.lake import LakeWriter
-from gpuledger.lake_url import StoreUnreachable
 from gpuledger.spool import Spool
+from gpuledger.store import StoreUnreachable
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 300.0
@@ -254,7 +254,8 @@ class Collector:
         return rows
 
     def close(self) -> None:
-        """Flush everything and release the sources (called on Ctrl-C / SIGTERM)."""
+        """Flush everything and release the sources (called on Ctrl-C / SIGTERM). Returns only when every
+        acknowledged row is in the lake (the spool checked, `Spool.check_flushed`); raises GpuledgerError otherwise."""
         try:
             self.flush()
             if self._pending:
@@ -264,6 +265,7 @@ class Collector:
                 raise SpoolError(
                     f"{self._pending_rows} scraped row(s) never reached the spool and are lost: {self._spool_error}"
                 )
+            self.spool.check_flushed()
         finally:
             self.spool.close()
             for src in self.sources:

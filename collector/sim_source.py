@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from gpuledger import lake_url
 from gpuledger.collector.sim import state as sim_state
 from gpuledger.collector.sim.backfill import WARMUP_S, node_row
 from gpuledger.collector.sim.fleet import Fleet
 from gpuledger.collector.sim.telemetry import health_events, node_window
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
+from gpuledger.store import LakeRef, open_store
 
 log = logging.getLogger(__name__)
 NODES_EVERY_S = 3600  # how often the node inventory is re-reported
@@ -28,9 +27,9 @@ NODES_EVERY_S = 3600  # how often the node inventory is re-reported
 class SimSource:
     name = "sim"
 
-    def __init__(self, cfg: Config, lake: Path, now_s: float):
+    def __init__(self, cfg: Config, lake: LakeRef, now_s: float):
         self.cfg = cfg
-        self.lake = lake_url.parse(lake)  # a Path, or an object-store lake's S3Location
+        self.lake = open_store(lake)
         st = sim_state.load(self.lake, cfg.cluster)
         sim = cfg.simulator
         if st is None:
@@ -50,7 +49,7 @@ class SimSource:
                     sim.nodes,
                     sim.gpus_per_node,
                     ",".join(sim.models),
-                    sim_state.path(self.lake, cfg.cluster),
+                    self.lake.url(sim_state.key(cfg.cluster)),
                 )
         self.state = st
         self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
@@ -129,6 +128,6 @@ class SimSource:
         pass
 
 
-def from_config(cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> SimSource:
+def from_config(cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> SimSource:
     """Entry point `sim` (collector/source.py SourceFactory): the simulated fleet, resumed from the lake's state."""
     return SimSource(cfg, lake, now_s)

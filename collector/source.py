@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import polars as pl
 
 from gpuledger.config import Config
+from gpuledger.store import LakeRef
 
 
 @dataclass(frozen=True)
@@ -66,4 +66,4 @@ class SourceFactory(Protocol):
     the reason when it cannot start.
     """
 
-    def __call__(self, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...]) -> Source: ...
+    def __call__(self, cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...]) -> Source: ...

@@ -5,14 +5,14 @@ and why."""
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
 
 from gpuledger.collector.source import Source, SourceFactory
 from gpuledger.config import SOURCE_GROUP, Config, source_names
 from gpuledger.errors import SourceError
+from gpuledger.store import LakeRef
 
 
-def make(name: str, cfg: Config, lake: Path, now_s: float, urls: tuple[str, ...] = ()) -> Source:
+def make(name: str, cfg: Config, lake: LakeRef, now_s: float, urls: tuple[str, ...] = ()) -> Source:
     """Build one source by name; `urls` (from --url) override the config's for the sources that read URLs."""
     return _factory(name)(cfg, lake, now_s, tuple(urls))
 

@@ -14,7 +14,6 @@ import base64
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import dash
 import flask
@@ -24,6 +23,7 @@ from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
 from gpuledger.dashboards.ui import problems
+from gpuledger.store import LakeRef
 
 HEALTH_PATH = "/healthz"  # open to Kubernetes' probes (deploy/base/dashboard.yaml); every other route needs the login
 PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
@@ -37,7 +37,7 @@ class Context:
 
 
 def create_app(
-    lake: Path | str,
+    lake: LakeRef,
     *,
     whatif: Callable | None = None,
     auth: tuple[str, str] | None = None,

@@ -27,13 +27,12 @@ import logging
 import queue
 import threading
 import time
-from pathlib import Path
 
 import polars as pl
 
-from gpuledger import lake_url
 from gpuledger.lake import has_data
 from gpuledger.query import Lake, Snapshot
+from gpuledger.store import LakeRef, open_store
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +66,11 @@ QUERY_TIMEOUT_S = 30.0  # a page's question; the whole page waits on its slowest
 class DashData:
     def __init__(
         self,
-        lake: Path | str | lake_url.S3Location,
+        lake: LakeRef,
         variables: dict[str, str] | None = None,
         check_every_s: float = 30.0,
     ):
-        self.lake = lake_url.parse(lake)  # a local folder or an object-store lake (s3://bucket/prefix)
+        self.lake = open_store(lake)
         self.variables = variables
         self.check_every_s = check_every_s
         self._idle_lakes: queue.SimpleQueue[Lake] = queue.SimpleQueue()
@@ -88,8 +87,8 @@ class DashData:
     # -- the lake, for the few questions the snapshot does not hold ------------------------------------
     def _lake_frame(self, sql: str, params: list) -> pl.DataFrame:
         # A Lake is one DuckDB connection, not for two threads at once: each query takes an idle one (or opens
-        # one) and puts it back, so there are as many as queries ran at once (one per request thread had Flask's
-        # thread-per-request server open one per request, closed only at exit).
+        # one) and puts it back, so there are as many as queries ran at once (one per request thread would, under
+        # Flask's thread-per-request server, open one per request and close it only at exit).
         try:
             lake = self._idle_lakes.get_nowait()
         except queue.Empty:
@@ -107,23 +106,7 @@ class DashData:
     # -- the snapshot ------------------------------------------------------------------------------------
     def _state_key(self) -> tuple:
         """Changes whenever the analytics write: their watermarks and partition manifests."""
-        state = self.lake / "_state" / "analytics"
-        if isinstance(state, lake_url.S3Location):
-            # A run commits its state there by one PUT of the manifest (analytics/state_store.py): its ETag changes
-            # with every run (the lease beside it changes while a run works: not a new snapshot).
-            import obstore
-
-            manifest = state / "manifest.json"
-            try:
-                return (obstore.head(lake_url.object_store(state), manifest.key)["e_tag"],)
-            except FileNotFoundError:
-                return ()
-            except (obstore.exceptions.BaseError, OSError) as e:
-                raise lake_url.explain(e, manifest, "reading") from None
-        try:
-            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in state.iterdir()))
-        except FileNotFoundError:
-            return ()
+        return self.lake.state_version("analytics")
 
     def _tables(self, present: set[str]):
         """(name, frame) for each snapshot table, read from the lake one at a time (so only one is held twice)."""

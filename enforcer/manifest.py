@@ -132,7 +132,12 @@ def objects(
                                     "--port",
                                     "8443",
                                 ],
-                                "env": [{"name": "GPULEDGER_CONFIG", "value": "/config/gpuledger.toml"}],
+                                # The audit spool lives outside the lake, in the state folder (spool.default_dir):
+                                # on the state volume, as the root filesystem is read-only
+                                "env": [
+                                    {"name": "GPULEDGER_CONFIG", "value": "/config/gpuledger.toml"},
+                                    {"name": "XDG_STATE_HOME", "value": "/var/lib/gpuledger"},
+                                ],
                                 "ports": [{"containerPort": 8443, "name": "https"}],
                                 "readinessProbe": probe("/readyz"),
                                 "livenessProbe": probe("/healthz"),
@@ -150,6 +155,7 @@ def objects(
                                     {"name": "tls", "mountPath": "/tls", "readOnly": True},
                                     {"name": "lake", "mountPath": "/lake"},
                                     {"name": "config", "mountPath": "/config", "readOnly": True},
+                                    {"name": "state", "mountPath": "/var/lib/gpuledger"},
                                 ],
                             }
                         ],
@@ -157,6 +163,8 @@ def objects(
                             {"name": "tls", "secret": {"secretName": f"{APP}-tls"}},
                             {"name": "lake", "persistentVolumeClaim": {"claimName": lake_claim}},
                             {"name": "config", "configMap": {"name": f"{APP}-config"}},
+                            # outlives a container restart; a graceful stop flushes it to the lake (docs/enforcer.md)
+                            {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}},
                         ],
                     },
                 },

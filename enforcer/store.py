@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import threading
 import time
 from pathlib import Path
 
-from gpuledger import lake_url
 from gpuledger.enforcer.decide import Table
 from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.errors import SpoolError
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data
-from gpuledger.lake_lock import reading
-from gpuledger.lake_url import StoreUnreachable
 from gpuledger.query import Lake
-from gpuledger.spool import Spool
+from gpuledger.spool import Spool, default_dir, legacy_dir
+from gpuledger.store import LakeRef, StoreUnreachable, open_store
 
 log = logging.getLogger(__name__)
 
 
-def load_table(lake: Path | lake_url.S3Location, cluster: str) -> Table | None:
+def load_table(lake: LakeRef, cluster: str) -> Table | None:
     """The latest analysis's rows of `cluster` in the lake's `decisions` table (None when the analytics have not run
     for it).
 
@@ -37,11 +34,10 @@ def load_table(lake: Path | lake_url.S3Location, cluster: str) -> Table | None:
     )
     mine = {"cluster": cluster}
     holds = None
-    # Both under one read lock (Lake takes it per query; it is re-entrant): the analytics replace these files under
-    # the exclusive lock, so never between the two reads either. An object-store lake has no lock: its objects are
-    # never replaced in place (docs/design/16-object-store.md).
-    lake = lake_url.parse(lake)
-    with reading(lake) if isinstance(lake, Path) else contextlib.nullcontext(), Lake(lake) as q:
+    # Both under one read (Lake holds one per query; it is re-entrant): the analytics replace these files only
+    # between reads, so never between the two either.
+    lake = open_store(lake)
+    with lake.reading(), Lake(lake) as q:
         latest = q.execute(latest_sql.format(t="decisions"), mine).frame
         if has_data(lake, "idle_holds"):
             holds = q.execute(latest_sql.format(t="idle_holds"), mine).frame
@@ -85,8 +81,8 @@ class AuditWriter:
     """The audit of every decision, crash-safe without slowing the answer.
 
     On the request path a decision is one record appended to this replica's write-ahead spool
-    (`<lake>/_spool/webhook-<replica>/`, the collector's WAL format; for an `s3://` lake on local disk, in
-    `lake_url.default_spool_dir`'s folder, each flush then a new object written with If-None-Match): one
+    (`spool.default_dir`'s folder, outside the lake, the collector's WAL format; for an `s3://` lake each flush is
+    then a new object written with If-None-Match): one
     write(2), about 60 us with its JSON, after which it survives kill -9 of the webhook. A background thread fdatasyncs
     the spool every `sync_s` (so a power loss costs at most that much) and turns it into admission_decisions Parquet
     every `flush_s` (a file per flush: at every second a busy day would be 86,400 files before `compact` merges them).
@@ -99,21 +95,22 @@ class AuditWriter:
     (kind `audit_unspooled`), so the gap in admission_decisions is in the lake, not only in a log.
     """
 
-    def __init__(
-        self, lake: Path | lake_url.S3Location, replica: str, cluster: str, flush_s: float = 30.0, sync_s: float = 1.0
-    ):
-        self.lake = lake_url.parse(lake)
+    def __init__(self, lake: LakeRef, replica: str, cluster: str, flush_s: float = 30.0, sync_s: float = 1.0):
+        self.lake = open_store(lake)
         self.writer = LakeWriter(self.lake)  # on S3 a flush is one new key per table and segment (If-None-Match)
         self.replica, self.cluster, self.flush_s, self.sync_s = replica, cluster, flush_s, sync_s
-        # An object-store lake's spool stays on this machine's disk, where a collector's would (lake_url).
-        root = lake_url.default_spool_dir(self.lake, f"webhook-{replica}").parent
+        # The spool lives outside the lake, in the state folder, where a collector's does (spool.default_dir).
+        root = default_dir(self.lake, f"webhook-{replica}").parent
         self.spool = Spool(root / f"webhook-{replica}", f"webhook-{replica}", fsync=False)
         self.spool.lock()  # raises naming the live replica (pid, host) that holds it
         self._open = True
         self.unspooled = 0  # decisions the spool could not take, since the start
         self._lost: tuple[int, int, int, str] | None = None  # not yet in health_events: count, first/last ts, why
         self._lost_lock = threading.Lock()
-        self.recovered = self.spool.replay(self.writer) + self._adopt_orphans(root)
+        # and those a release that kept spools in the lake left there (<lake>/_spool/webhook-*)
+        legacy = legacy_dir(self.lake, f"webhook-{replica}")
+        roots = [root] + ([legacy.parent] if legacy is not None else [])
+        self.recovered = self.spool.replay(self.writer) + sum(self._adopt_orphans(r) for r in roots)
         self.spool.open()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="audit")

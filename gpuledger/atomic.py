@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuledger.errors import LakeError
 
-_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_OS_ERROR = re.compile(r"\(os error (\d+)\)|\[errno (\d+)\]")  # polars (Rust), pyarrow (Arrow C++)
 
 
 def fsync_dir(path: Path) -> None:
@@ -32,7 +32,8 @@ def explain(e: OSError, path: Path) -> LakeError:
     if e.errno == errno.ENOSPC:
         return LakeError(f"disk full while writing {path}: free space on that disk and run again")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return LakeError(f"cannot write {path}: {e.strerror.lower()}")
+        # The OS's words for the code: pyarrow's OSError carries its whole message as strerror.
+        return LakeError(f"cannot write {path}: {os.strerror(e.errno).lower()}")
     return LakeError(f"cannot write {path}: {e.strerror or e}")
 
 
@@ -45,19 +46,20 @@ def ensure_dir(path: Path) -> None:
 
 def _translate(e: BaseException, path: Path) -> BaseException:
     """The LakeError for an IO failure, or `e` itself. polars (Rust) reports IO failures as
-    ComputeError("... (os error 28)") or an OSError with no errno, hence the message check."""
+    ComputeError("... (os error 28)") or an OSError with no errno, pyarrow's writer as an OSError with no errno and
+    "[errno 30]" in its message, hence the message check."""
     if isinstance(e, OSError) and e.errno is not None:
         return explain(e, path)
     m = _OS_ERROR.search(str(e))  # polars 2 raises an OSError without an errno, the code only in its message
     if m:
-        code = int(m.group(1))
+        code = int(m.group(1) or m.group(2))
         return explain(OSError(code, os.strerror(code)), path)
     return explain(e, path) if isinstance(e, OSError) else e
 
 
 def _discard(tmp: Path) -> None:
     """Remove a temp file after a failure, without hiding that failure: on a read-only filesystem unlink() says
-    EROFS even for a name that does not exist, and that error used to replace the real one (the write's)."""
+    EROFS even for a name that does not exist, and raising it would hide the real error (the write's)."""
     if os.path.lexists(tmp):
         with contextlib.suppress(OSError):  # the write's error is the one to report; a stray .tmp matches no glob
             tmp.unlink()
@@ -104,7 +106,7 @@ def write_atomic(
 ) -> None:
     """Call `write(tmp_path)` to produce the content, then publish it at `path` atomically and durably.
 
-    `guard` is held for the rename only (gpuledger.lake_lock.publishing, when `path` may be in a reader's hands)."""
+    `guard` is held for the rename only (the lake's publishing lock, when `path` may be in a reader's hands)."""
     tmp = stage(path, write)
     with guard or contextlib.nullcontext():
         publish(tmp, path)

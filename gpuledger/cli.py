@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -18,11 +18,15 @@ from pathlib import Path
 
 import click
 
-from gpuledger import __version__, lake_url
+from gpuledger import __version__
 from gpuledger import config as config_mod
 from gpuledger.errors import GpuledgerError, LakeError, SourceError, UsageError
+from gpuledger.store import Store, open_store
 
 DEFAULT_LAKE = "gpuledger-data"
+# Compaction (`compact`'s default, `up`'s passes) leaves partitions younger than this many days alone: a spool may
+# still flush into them.
+COMPACT_GRACE_DAYS = 2
 
 
 class _Group(click.Group):
@@ -50,23 +54,21 @@ def main() -> None:
 
 
 class Ctx:
-    def __init__(self, cfg: config_mod.Config, lake: Path | lake_url.S3Location):
+    def __init__(self, cfg: config_mod.Config, lake: Store):
         self.cfg = cfg
         self.lake = lake
 
 
 class _LakeParam(click.ParamType):
-    """--lake: a local directory (a Path, as before) or s3://bucket/prefix; any other scheme is one line."""
+    """--lake: a local directory or s3://bucket/prefix (gpuledger.store.open_store); anything else is one line."""
 
     name = "path|s3://bucket/prefix"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, (Path, lake_url.S3Location)):
-            return value
-        if lake_url.is_url(value):
-            bad = lake_url.problem(value)
-            return self.fail(bad, param, ctx) if bad else lake_url.parse(value)
-        return click.Path(file_okay=False, path_type=Path).convert(value, param, ctx)
+        try:
+            return open_store(value)
+        except LakeError as e:
+            return self.fail(str(e).removeprefix("lake "), param, ctx)  # click names the option already
 
 
 def common(f):
@@ -103,10 +105,10 @@ def common(f):
         cfg = config_mod.load(config_path)
         if lake is None:
             lake = cfg.lake.path if config_path is not None else Path(DEFAULT_LAKE)
-        cfg = config_mod.with_overrides(cfg, lake)
-        lake = lake_url.parse(lake)  # every command works on an s3:// lake too (docs/design/16-object-store.md)
-        with lake_url.store_errors(lake):  # the store failing mid-command: one line, as at the start
-            return f(Ctx(cfg, lake), **kw)
+        store = open_store(lake)  # every command works on either kind of lake (gpuledger.store)
+        cfg = config_mod.with_overrides(cfg, store)
+        with store.errors():  # the store failing mid-command: one line, as at the start
+            return f(Ctx(cfg, store), **kw)
 
     return wrapper
 
@@ -123,9 +125,35 @@ def _utc(value: str | None, name: str) -> float | None:
     return t.timestamp()
 
 
+class _CommaList(click.ParamType):
+    """A comma-separated list for a config key that is a list, each item checked by the key's own item check."""
+
+    name = "a,b,..."
+
+    def __init__(self, check) -> None:
+        self.check = check
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = tuple(v.strip() for v in value.split(","))
+        problems = [p for v in items if (p := self._problem(v))]
+        if problems:
+            self.fail("; ".join(problems), param, ctx)
+        return items
+
+    def _problem(self, item: str) -> str | None:
+        if not item:
+            return "an empty item in the list"
+        return self.check.problem(item) if self.check else None
+
+
 def _config_option(key: str, *flags: str, help: str, **kw):
-    """An option that overrides the config key `key` (section.name). Its type and bounds are the key's declaration
-    in gpuledger/config.py, and its help names the key and its built-in default, so neither is written twice."""
+    """An option that overrides the config key `key` (section.name). Its type, bounds and item check are the key's
+    declaration in gpuledger/config.py, and its help names the key and its built-in default, so none of them is
+    written twice."""
+    import typing
+
     from gpuledger.config_keys import declared
 
     section, name = key.split(".")
@@ -139,9 +167,12 @@ def _config_option(key: str, *flags: str, help: str, **kw):
         kind = click.IntRange(lo if k.gt is None else lo + 1, hi if k.lt is None else hi - 1)
     elif tp in (float, int | float):
         kind = click.FloatRange(**opts)
+    elif typing.get_origin(tp) is tuple:
+        kind = _CommaList(k.check)
     else:
         kind = None
     shown = k.shown or getattr(values, name)
+    shown = ", ".join(shown) if isinstance(shown, tuple) else shown
     return click.option(*flags, type=kind, default=None, help=f"{help} [config {key}: {shown}]", **kw)
 
 
@@ -165,7 +196,9 @@ def _progress(label: str, length: int):
 )
 @click.option("--step-s", type=click.IntRange(1, 86400), default=10, show_default=True, help="Seconds between samples.")
 @_config_option("simulator.seed", "--seed", help="Random seed.")
-@click.option("--models", default=None, help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}")
+@_config_option(
+    "simulator.models", "--models", help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}."
+)
 @click.option("--end", default=None, help="End of the window, ISO-8601 UTC [now].")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [CPU count].")
 @click.option(
@@ -181,12 +214,6 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
     from gpuledger.compaction import compact as compact_lake
 
     sim = ctx.cfg.simulator
-    model_list = tuple(m.strip() for m in models.split(",")) if models else sim.models
-    bad = [m for m in model_list if m not in config_mod.SIM_MODELS]
-    if bad or not model_list:
-        raise UsageError(
-            f"--models: unknown model(s) {', '.join(bad) or '(none)'}; known: {', '.join(config_mod.SIM_MODELS)}"
-        )
     end_s = _utc(end, "--end") or time.time()
     nodes = nodes or sim.nodes
     t0 = time.perf_counter()
@@ -199,7 +226,7 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
             step_s,
             nodes=nodes,
             gpus_per_node=gpus_per_node or sim.gpus_per_node,
-            models=model_list,
+            models=models or sim.models,
             seed=sim.seed if seed is None else seed,
             workers=workers,
             progress=bar.update,
@@ -226,10 +253,11 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
 def _claim_spool(ctx: Ctx):
     """This node's spool, locked before anything else is read or written: a second `collect` or `up` on the same
     lake and node stops here with one line naming the process that holds it (SpoolError)."""
-    from gpuledger.spool import Spool
+    from gpuledger.spool import Spool, default_dir, legacy_dir
 
-    writer_id = ctx.cfg.collector.writer
-    spool = Spool(ctx.cfg.collector.spool_dir or lake_url.default_spool_dir(ctx.lake, writer_id), writer_id)
+    writer_id, lake = ctx.cfg.collector.writer, ctx.lake
+    spool_dir = ctx.cfg.collector.spool_dir or default_dir(lake, writer_id)
+    spool = Spool(spool_dir, writer_id, legacy=legacy_dir(lake, writer_id))
     spool.lock()
     return spool
 
@@ -343,47 +371,17 @@ def _serve_metrics(col, port: int) -> None:
     click.echo(f"collector metrics on http://0.0.0.0:{port}/metrics", err=True)
 
 
-def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
-    """An empty lake gets a backfilled history; a lake whose fleet stopped a while ago gets the gap filled."""
-    from gpuledger.collector.sim import state as sim_state
-    from gpuledger.collector.sim.backfill import backfill, backfill_history
-    from gpuledger.lake import has_data
+def _catch_up_sim(ctx: Ctx, interval_s: float, backfill_days: float | None) -> None:
+    """The simulated fleet's history before it runs live (collector/sim/backfill.py plan_catch_up)."""
+    from gpuledger.collector.sim.backfill import catch_up, plan_catch_up
 
-    cfg, sim = ctx.cfg, ctx.cfg.simulator
-    st = sim_state.load(ctx.lake, cfg.cluster)
-    now = time.time()
-    days = sim.backfill_days if backfill_days is None else backfill_days
-    if st is None and not has_data(ctx.lake, "gpu_samples") and days > 0:
-        click.echo(
-            f"empty lake: backfilling {days:g} days every {sim.backfill_step_s:g} s, and {sim.history_days:g} days "
-            f"before them every {sim.history_step_s:g} s, of a {sim.nodes}-node simulated fleet",
-            err=True,
-        )
-        t0 = time.perf_counter()
-        with _progress("backfill", sim.nodes) as bar:
-            r = backfill_history(cfg, ctx.lake, now, days, progress=bar.update)
-        click.echo(
-            f"backfilled {r.samples:,} GPU samples and {r.jobs:,} jobs in {time.perf_counter() - t0:.1f} s", err=True
-        )
+    plan = plan_catch_up(ctx.cfg, ctx.lake, time.time(), interval_s, backfill_days)
+    if plan is None:
         return
-    elif st is not None and now - st.written_until_s > 3 * interval_s:
-        click.echo(f"filling the {(now - st.written_until_s) / 3600:.2f} h since the fleet last ran", err=True)
-        start, kw = (
-            st.written_until_s,
-            dict(
-                nodes=st.nodes,
-                gpus_per_node=st.gpus_per_node,
-                models=st.models,
-                seed=st.seed,
-                load=st.load,
-                epoch_s=st.epoch_s,
-            ),
-        )
-    else:
-        return
+    click.echo(plan.summary, err=True)
     t0 = time.perf_counter()
-    with _progress("backfill", kw["nodes"]) as bar:
-        r = backfill(cfg, ctx.lake, start, now, int(sim.backfill_step_s), progress=bar.update, **kw)
+    with _progress("backfill", plan.nodes) as bar:
+        r = catch_up(ctx.cfg, ctx.lake, plan, progress=bar.update)
     click.echo(
         f"backfilled {r.samples:,} GPU samples and {r.jobs:,} jobs in {time.perf_counter() - t0:.1f} s", err=True
     )
@@ -396,11 +394,12 @@ def _prepare_sim_history(ctx: Ctx, interval_s: float, backfill_days: float | Non
 @common
 def up(ctx: Ctx, interval_s, backfill_days) -> None:
     """Run the whole stack in one process: collector, periodic analytics and compaction."""
+    from gpuledger.analytics.models import read_checked_models
     from gpuledger.collector import sources
     from gpuledger.collector.runner import run_until_stopped
     from gpuledger.compaction import compact
 
-    _checked_models(ctx)  # a quota key naming no GPU model: one line now, not a failed analysis later
+    read_checked_models(ctx.lake, ctx.cfg)  # a quota key naming no GPU model: one line now, not a failed analysis later
     spool = _claim_spool(ctx)  # before anything touches the lake: a second `up` on it stops here
     nvml_source, why = sources.open_nvml(ctx.cfg)  # NVML is initialised here, once for the whole process
     source = "nvml" if nvml_source else "sim"
@@ -410,9 +409,14 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
     cfg = ctx.cfg
     if source == "sim":
-        _prepare_sim_history(ctx, interval_s or cfg.collector.interval_s, backfill_days)
-    # Before anything reads the lake: merges the backfilled days, and moves a lake of the earlier layout.
-    compact(ctx.lake, grace_days=2)
+        _catch_up_sim(ctx, interval_s or cfg.collector.interval_s, backfill_days)
+
+    def compact_closed_days() -> None:
+        compact(ctx.lake, grace_days=COMPACT_GRACE_DAYS, cluster=cfg.cluster)
+
+    # Before anything reads the lake: merges the backfilled days, and moves files of the node-in-path layout
+    # (gpuledger/schema.py) into the one the views read.
+    compact_closed_days()
 
     col = _build_collector(
         ctx, () if nvml_source else ("sim",), built=(nvml_source,) if nvml_source else (), spool=spool
@@ -424,7 +428,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     def jobs(sch) -> None:
         col.schedule(sch, iv, cfg.collector.flush_interval_s)
         sch.add_job(
-            lambda: compact(ctx.lake, grace_days=2),
+            compact_closed_days,
             "interval",
             hours=1,
             id="compact",
@@ -440,7 +444,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     server = _dashboard_server(ctx, db.host, db.port)
     threading.Thread(target=server.serve_forever, daemon=True, name="dashboards").start()
     click.echo(
-        f"gpuledger is up: lake {ctx.lake.resolve()}, scraping every {iv:g} s, dashboards on "
+        f"gpuledger is up: lake {ctx.lake}, scraping every {iv:g} s, dashboards on "
         f"http://{db.host}:{db.port}/. "
         f'Try: gpuledger sql --lake {ctx.lake} "SELECT * FROM nodes". Ctrl-C to stop.',
         err=True,
@@ -453,6 +457,47 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 
 
 # -- sql ------------------------------------------------------------------------------------------------
+def _utc_timestamp(text: str) -> dt.datetime:
+    t = dt.datetime.fromisoformat(text)
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)  # the lake's times are UTC, so is a bare one
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+# --param NAME:TYPE=VALUE: what each TYPE makes of the value (DuckDB binds a date as DATE, an aware time as
+# TIMESTAMP WITH TIME ZONE).
+PARAM_TYPES = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": lambda text: _BOOLS[text.lower()],
+    "date": dt.date.fromisoformat,
+    "timestamp": _utc_timestamp,
+}
+# What the untyped guess takes for a number: plain decimal digits only. Python's int() and float() also take
+# "1_000", "nan", "inf" and other scripts' digits, so a job id such as 2023_01 would have matched 202301.
+_INT = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+
+
+def parse_param(text: str) -> tuple[str, object]:
+    """`NAME=VALUE` (a whole number or a decimal becomes one, anything else a string) or `NAME:TYPE=VALUE` with a
+    TYPE of PARAM_TYPES; UsageError naming the parameter and the problem."""
+    spec, sep, value = text.partition("=")
+    name, colon, kind = spec.partition(":")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--param {text!r}: expected NAME=VALUE or NAME:TYPE=VALUE")
+    if not colon:
+        return name, int(value) if _INT.fullmatch(value) else float(value) if _DECIMAL.fullmatch(value) else value
+    if kind not in PARAM_TYPES:
+        raise UsageError(f"--param {text!r}: unknown type {kind!r}; one of {', '.join(PARAM_TYPES)}")
+    try:
+        return name, PARAM_TYPES[kind](value)
+    except (ValueError, KeyError):
+        hint = {"bool": f" (one of {', '.join(_BOOLS)})", "date": " (YYYY-MM-DD)", "timestamp": " (ISO-8601)"}
+        raise UsageError(f"--param {text!r}: {value!r} is not a valid {kind}{hint.get(kind, '')}") from None
+
+
 @main.command()
 @click.argument("query", required=False)
 @click.option(
@@ -488,9 +533,11 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True)
 @common
 def sql(ctx: Ctx, query, sql_file, fmt, out, params, limit, timeout_s) -> None:
-    """Run a read-only DuckDB query over the lake, with every view from sql/ loaded."""
+    """Run a read-only DuckDB query over the lake, with every view from sql/ loaded. The result streams out as it
+    is computed; list and struct columns are JSON text in csv."""
+    from gpuledger import query_output
     from gpuledger.focus_export import finops_variables
-    from gpuledger.query import Lake, parse_param, require_lake
+    from gpuledger.query import Lake, require_lake
 
     if (query is None) == (sql_file is None):
         raise UsageError("give a query, or --file FILE.sql (not both)")
@@ -508,8 +555,28 @@ def sql(ctx: Ctx, query, sql_file, fmt, out, params, limit, timeout_s) -> None:
         limit = 50
     require_lake(ctx.lake)
     with Lake(ctx.lake, variables=finops_variables(ctx.cfg)) as lake:
-        res = lake.execute(query, named or None, limit=limit, timeout_s=timeout_s)
-    _print_result(res, fmt, out)
+
+        def emit(sink):
+            rows = query_output.batch_rows(fmt, limit)
+            with lake.stream(query, named or None, timeout_s, rows, query_output.projection(fmt)) as result:
+                return query_output.write(result, fmt, sink, limit)
+
+        if out is None:
+            stdout = sys.stdout.buffer
+            try:
+                with query_output.quiet_broken_pipe(stdout):
+                    emit(stdout)
+                    stdout.flush()
+            except OSError as e:
+                raise click.ClickException(f"cannot write the result to stdout: {e.strerror or e}") from None
+            return
+        try:
+            written = query_output.to_file(out, emit)
+        except LakeError as e:  # the write's OSError, translated ("disk full while writing ...")
+            raise click.ClickException(f"--out {str(out)!r}: {e}") from None
+        except OSError as e:
+            raise click.ClickException(f"--out {str(out)!r}: cannot write it: {e.strerror or e}") from None
+    click.echo(f"wrote {written.rows} row(s) to {out}", err=True)
 
 
 def _out_path(out: str | None) -> Path | None:
@@ -522,51 +589,6 @@ def _out_path(out: str | None) -> Path | None:
     if not path.parent.is_dir():
         raise UsageError(f"--out {out!r}: the folder {str(path.parent)!r} does not exist")
     return path
-
-
-def _write_out(out: Path, data: bytes) -> None:
-    """One line naming the file and the problem if it cannot be written, and no partial file left."""
-    from gpuledger.atomic import write_bytes_atomic
-
-    try:
-        if out.exists() and not out.is_file():
-            out.write_bytes(data)  # /dev/stdout, a pipe: written in place (a temp file beside it cannot replace it)
-        else:
-            write_bytes_atomic(out, data)  # temp file and rename: a failure leaves the old file or none
-    except LakeError as e:  # the write's OSError, translated ("disk full while writing ...")
-        raise click.ClickException(f"--out {str(out)!r}: {e}") from None
-    except OSError as e:
-        raise click.ClickException(f"--out {str(out)!r}: cannot write it: {e.strerror or e}") from None
-
-
-def _print_result(res, fmt: str, out: Path | None) -> None:
-    import io
-
-    import polars as pl
-
-    df = res.frame
-    if fmt == "parquet":
-        buf = io.BytesIO()
-        df.write_parquet(buf)
-        _write_out(out, buf.getvalue())
-    elif fmt == "csv":
-        text = df.write_csv()
-    elif fmt == "json":
-        text = json.dumps(df.to_dicts(), default=str, indent=1)
-    else:
-        with pl.Config(
-            tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60, tbl_hide_dataframe_shape=True
-        ):
-            text = str(df)
-        if res.truncated:
-            text += f"\n(first {df.height} rows; use --limit or --format csv for more)"
-    if fmt != "parquet":
-        if out:
-            _write_out(out, (text + ("" if text.endswith("\n") else "\n")).encode())
-        else:
-            click.echo(text.rstrip("\n"))
-    if out:
-        click.echo(f"wrote {df.height} row(s) to {out}", err=True)
 
 
 @main.command()
@@ -590,22 +612,11 @@ def views(ctx: Ctx, out) -> None:
 
 # -- dashboard -----------------------------------------------------------------------------------------
 def _dashboard_app(ctx: Ctx):
-    import os
-
     from gpuledger.analytics.whatif import for_dashboard
     from gpuledger.dashboards.app import create_app
-
-    db = ctx.cfg.dashboard
-    auth = None
-    if db.auth_user:
-        password = os.environ.get(db.auth_password_env)
-        if not password:
-            raise UsageError(
-                f"dashboard.auth_password_env names {db.auth_password_env!r}, which is not set in the environment"
-            )
-        auth = (db.auth_user, password)
     from gpuledger.focus_export import finops_variables
 
+    auth = config_mod.dashboard_auth(ctx.cfg)
     return create_app(ctx.lake, whatif=for_dashboard, auth=auth, variables=finops_variables(ctx.cfg))
 
 
@@ -637,7 +648,7 @@ def dashboard(ctx: Ctx, port, host) -> None:
     """Serve the management dashboards (read-only) over the lake's analytics."""
     host, port = host or ctx.cfg.dashboard.host, port or ctx.cfg.dashboard.port
     server = _dashboard_server(ctx, host, port)
-    click.echo(f"dashboards on http://{host}:{port}/ over {ctx.lake.resolve()}; Ctrl-C to stop", err=True)
+    click.echo(f"dashboards on http://{host}:{port}/ over {ctx.lake}; Ctrl-C to stop", err=True)
     try:
         server.serve_forever()
     finally:
@@ -650,20 +661,6 @@ def enforcer() -> None:
     """The admission webhook: quota, budget, idle-hog and fair-share decisions from the analytics."""
 
 
-def _checked_models(ctx: Ctx) -> list[str]:
-    """The lake's GPU models once every quota key names one (ConfigError otherwise), read under the lake's read
-    lock: an analytics run or compaction may be replacing the files it reads (gpuledger.lake_lock). An object-store
-    lake has no lock (its objects are never replaced; a compaction's merge records say what to skip) and is read
-    without writing the analytics' day memos into it: the webhook only reads the lake."""
-    from gpuledger.analytics.decisions import checked_models
-    from gpuledger.lake_lock import reading
-
-    if isinstance(ctx.lake, lake_url.S3Location):
-        return checked_models(ctx.lake, ctx.cfg, read_only=True)
-    with reading(ctx.lake):
-        return checked_models(ctx.lake, ctx.cfg)
-
-
 @enforcer.command(name="serve")
 @click.option("--cert", required=True, type=click.Path(exists=True, dir_okay=False), help="Serving certificate (PEM).")
 @click.option("--key", required=True, type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
@@ -673,73 +670,11 @@ def _checked_models(ctx: Ctx) -> list[str]:
 @common
 def enforcer_serve(ctx: Ctx, cert, key, port, host, replica) -> None:
     """Serve POST /validate and /mutate over TLS (AdmissionReview v1), with /healthz, /readyz and /metrics."""
-    import socket
-    import ssl
+    from gpuledger.analytics.models import read_checked_models
+    from gpuledger.enforcer.serve import serve
 
-    import uvicorn
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from gpuledger.enforcer.connections import server_config
-    from gpuledger.enforcer.decide import Settings
-    from gpuledger.enforcer.server import Webhook, create_app
-    from gpuledger.enforcer.store import AuditWriter, load_table
-
-    _checked_models(ctx)  # a quota key that names no GPU model of the lake would cap nothing
-    try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
-    except (ssl.SSLError, OSError) as e:
-        raise UsageError(f"--cert {cert} / --key {key}: not a usable certificate and key: {e}") from None
-    replica = replica or socket.gethostname().split(".")[0]
-    from gpuledger.lake import check_name
-
-    try:
-        check_name("--replica", replica)  # it names the replica's spool folder and lake files
-    except LakeError as e:
-        raise UsageError(str(e)) from None
-    namespaces = None
-    if ctx.cfg.enforcer.tenant_label:
-        try:
-            from gpuledger.enforcer.namespaces import NamespaceTenants
-            from gpuledger.kube_watch import load_api
-
-            namespaces = NamespaceTenants(load_api(), ctx.cfg.enforcer.tenant_label)
-        except ImportError:
-            why = "the kubernetes client is not installed: pip install 'gpuledger[k8s]'"
-        except GpuledgerError as e:  # no cluster to watch (a local run): the config's map still applies
-            why = str(e)
-        if namespaces is None:
-            click.echo(
-                f"enforcer: namespace labels are not watched ({why}); tenants come from the config only", err=True
-            )
-    audit = AuditWriter(ctx.lake, replica, ctx.cfg.cluster)
-    table = load_table(ctx.lake, ctx.cfg.cluster)  # this cluster's rows only: one lake may hold several
-    hook = Webhook(Settings.of(ctx.cfg), table, audit, cluster=ctx.cfg.cluster, namespaces=namespaces)
-    sched = BackgroundScheduler(timezone="UTC")
-    sched.add_job(
-        lambda: hook.set_table(load_table(ctx.lake, ctx.cfg.cluster)),
-        "interval",
-        seconds=ctx.cfg.enforcer.refresh_s,
-        id="decision-table",
-        coalesce=True,
-        max_instances=1,
-    )
-    audit.start()
-    sched.start()
-    if namespaces is not None:
-        namespaces.start()
-    click.echo(f"enforcer on https://{host}:{port} (validate, mutate) over {ctx.lake.resolve()}", err=True)
-
-    def stop() -> None:
-        sched.shutdown(wait=False)
-        if namespaces is not None:
-            namespaces.stop()
-        audit.close()
-
-    try:
-        uvicorn.Server(server_config(create_app(hook, on_stop=stop), host, port, cert, key)).run()
-    finally:
-        if sched.running:
-            stop()
+    read_checked_models(ctx.lake, ctx.cfg)  # a quota key that names no GPU model of the lake would cap nothing
+    serve(ctx.cfg, ctx.lake, cert, key, host, port, replica, say=lambda line: click.echo(line, err=True))
 
 
 @enforcer.command(name="check")
@@ -751,11 +686,12 @@ def enforcer_check(ctx: Ctx, file, namespace, at) -> None:
     """What the webhook would answer for the workloads in FILE (YAML or JSON; - for stdin), against the lake's
     decision table: admitted or denied and why, warnings, the priority class it would set. Exit status 3 if
     any is denied. Nothing is counted or audited."""
+    from gpuledger.analytics.models import read_checked_models
     from gpuledger.enforcer.check import check, objects, render
     from gpuledger.enforcer.decide import Settings
     from gpuledger.enforcer.store import load_table
 
-    _checked_models(ctx)  # as `enforcer serve` does
+    read_checked_models(ctx.lake, ctx.cfg)  # as `enforcer serve` does
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
     table = load_table(ctx.lake, ctx.cfg.cluster)
@@ -861,37 +797,15 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
 @common
 def analyze(ctx: Ctx, from_, to, scheduler) -> None:
     """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
+    from gpuledger.analytics.node_claims import recent_claims
     from gpuledger.analytics.runner import run
 
     until_s, from_s = _utc(to, "--to"), _utc(from_, "--from")
     for r in run(ctx.lake, until_s=until_s, from_s=from_s, cfg=ctx.cfg, scheduler=scheduler):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
-    _report_node_claims(ctx, until_s)
-
-
-def _report_node_claims(ctx: Ctx, until_s: float | None) -> None:
-    """A warning line on stderr for each node name of this cluster that two machines claimed in the last UTC day
-    up to `until_s` (sql/node_claims.sql): the lake cannot tell their rows apart, so every figure of that node mixes
-    the two. Reported, not refused: the rows are in the lake already, and an operator renames one collector."""
-    from gpuledger.lake import has_data
-    from gpuledger.query import Lake
-
-    if not has_data(ctx.lake, "gpu_samples"):
-        return
-    end = dt.datetime.fromtimestamp(until_s if until_s is not None else time.time(), dt.timezone.utc)
-    with Lake(ctx.lake) as q:
-        claims = q.execute(
-            "SELECT node, min(first_clash), max(last_clash), list_sort(list_distinct(flatten(list(gpu_uuids)))) "
-            "FROM node_claims WHERE cluster = $cluster AND date BETWEEN $lo AND $hi GROUP BY node ORDER BY node",
-            {"cluster": ctx.cfg.cluster, "lo": (end - dt.timedelta(days=1)).date(), "hi": end.date()},
-        ).rows
-    for node, first, last, gpus in claims:
-        click.echo(
-            f"warning: node {node!r} of cluster {ctx.cfg.cluster!r} is claimed by two machines: GPUs "
-            f"{', '.join(gpus)} report at the same GPU index from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} "
-            "UTC; give each collector its own collector.node (its rows are merged into one node until then)",
-            err=True,
-        )
+    until = dt.datetime.fromtimestamp(until_s if until_s is not None else time.time(), dt.timezone.utc)
+    for claim in recent_claims(ctx.lake, ctx.cfg.cluster, until):
+        click.echo(claim.warning(), err=True)
 
 
 # -- import --------------------------------------------------------------------------------------------
@@ -947,7 +861,7 @@ def import_trace(ctx: Ctx, kind, directory, workload, origin) -> None:
 @click.option(
     "--grace-days",
     type=click.IntRange(min=1),
-    default=2,
+    default=COMPACT_GRACE_DAYS,
     show_default=True,
     help="Leave partitions younger than this many days alone (spools may still flush into them).",
 )
@@ -956,11 +870,12 @@ def compact_cmd(ctx: Ctx, grace_days) -> None:
     """Merge the small files of closed partitions (crash-safe, idempotent)."""
     from gpuledger.compaction import compact
 
-    r = compact(ctx.lake, grace_days=grace_days)
+    r = compact(ctx.lake, grace_days=grace_days, cluster=ctx.cfg.cluster)
     click.echo(
         f"compacted {r.partitions} partition(s): {r.files_in} files -> {r.files_out} ({r.rows:,} rows); "
         f"finished {r.recovered} interrupted compaction(s)"
         + (f"; deleted the merged objects of {r.retired} earlier merge(s)" if r.retired else "")
+        + (f"; set aside {r.quarantined} damaged file(s) (see quarantined_files)" if r.quarantined else "")
     )
 
 

@@ -33,9 +33,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from gpuledger import lake_url
 from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, section, sections, toml_key
 from gpuledger.errors import ConfigError
+from gpuledger.store import Store, is_url
+from gpuledger.store import problem as store_location_problem
 
 # Sources register a factory under a name in this entry-point group, the built-ins too (pyproject.toml), so a
 # third-party package adds one with no edit here. The core reads the names only; collector/sources.py loads them.
@@ -147,17 +148,17 @@ class Rate:
 
 LAKE = Check(
     "a directory or s3://bucket/prefix",
-    lambda v: NOT_EMPTY.problem(v) or lake_url.problem(v),
+    lambda v: NOT_EMPTY.problem(v) or store_location_problem(v),
 )
 LOCAL = Check(
     "a local directory",
-    must(lambda v: not lake_url.is_url(v), "must be a local directory (the spool is on this machine's disk)"),
+    must(lambda v: not is_url(v), "must be a local directory (the spool is on this machine's disk)"),
 )
 
 
 @dataclass(frozen=True)
 class LakeConfig:
-    # a Path, or a lake_url.S3Location when it is s3://bucket/prefix (gpuledger.lake_url)
+    # a Path, or the text s3://bucket/prefix (gpuledger.store.open_store reads either)
     path: Path = key(
         Path("gpuledger-data"),
         "lake directory (relative to the config file) or s3://bucket/prefix",
@@ -168,9 +169,19 @@ class LakeConfig:
 
 @dataclass(frozen=True)
 class CollectorConfig:
-    interval_s: float = key(10.0, "seconds between scrapes", unit="s", gt=0)
-    flush_interval_s: float = key(30.0, "seconds between spool -> Parquet flushes", unit="s", gt=0)
-    process_interval_s: float = key(60.0, "seconds between per-process (attribution) samples", unit="s", gt=0)
+    # Floors: a round costs ~0.66 ms of CPU (docs/scale.md), so 0.01 s holds a collector under 7 % of a core; at
+    # 0.001 s it spun a core and wrote 868 files in 15 s. Each flush writes a file per table and day.
+    interval_s: float = key(10.0, "seconds between scrapes", unit="s", ge=0.01, why="must be at least 0.01 (the floor)")
+    flush_interval_s: float = key(
+        30.0, "seconds between spool -> Parquet flushes", unit="s", ge=0.1, why="must be at least 0.1 (the floor)"
+    )
+    process_interval_s: float = key(
+        60.0,
+        "seconds between per-process (attribution) samples",
+        unit="s",
+        ge=0.01,
+        why="must be at least 0.01 (the floor)",
+    )
     sources: tuple[str, ...] = key(("sim",), "sources this node collects from", check=SOURCE)
     # GPULEDGER_NODE: a DaemonSet's pod names its node through the downward API (spec.nodeName); its host name is
     # the pod's.
@@ -178,7 +189,8 @@ class CollectorConfig:
     spool_dir: Path | None = key(
         None,
         "where the write-ahead log lives; on local disk for an s3:// lake too",
-        shown="`<lake>/_spool/<node>`; for an s3:// lake `~/.local/state/gpuledger/spool/s3/<bucket>/<prefix>/<node>`",
+        shown="outside the lake: `$XDG_STATE_HOME` (else `~/.local/state`)`/gpuledger/spool/local/<lake path>/<node>`; "
+        "for an s3:// lake `.../spool/s3/<bucket>/<prefix>/<node>`",
         check=LOCAL,
     )
     dcgm_urls: tuple[str, ...] = key((), "dcgm-exporter /metrics pages for source dcgm (`--url` overrides)", check=URL)
@@ -258,6 +270,10 @@ class AnalyticsConfig:
     fairshare_half_life_h: float = key(
         168.0, "decay of past usage in the fair-share factor (Slurm's PriorityDecayHalfLife: 7 days)", unit="h", gt=0
     )
+    # A node's clock a few minutes ahead is skew; samples further ahead are set aside with a warning, not charged.
+    max_clock_skew_s: float = key(
+        300.0, "samples timed further ahead of a run's end than this are set aside with a warning", unit="s", ge=0
+    )
     # Dask: the workers need the lake at the same path (a shared filesystem) and gpuledger[dask] installed.
     scheduler: str = key(
         "", "a Dask scheduler (tcp://HOST:8786) whose workers run the pass over raw samples", shown="none: in-process"
@@ -324,7 +340,13 @@ class EnforcerConfig:
         choices=("allow", "deny"),
     )
     max_table_age_s: float = key(900.0, "a decision table older than this is stale", unit="s", gt=0)
-    refresh_s: float = key(60.0, "how often the decision table is reloaded from the lake", unit="s", gt=0)
+    refresh_s: float = key(
+        60.0,
+        "how often the decision table is reloaded from the lake",
+        unit="s",
+        ge=1,
+        why="must be at least 1 (the floor: each reload reads the lake)",
+    )
     burst_window_s: float = key(
         30.0, "admissions this long ago or less count against quotas on top of the table", unit="s", ge=0
     )
@@ -356,6 +378,9 @@ class Config:
         },
     )
     source_file: str = "<built-in defaults>"
+    # Not a key: `load` reads it from the variable dashboard.auth_password_env names (empty when unset), and
+    # `dashboard_auth` refuses an empty one. Out of repr, so a logged config never shows it.
+    dashboard_password: str = field(default="", repr=False)
     dashboard: DashboardConfig = section(DashboardConfig, "where the dashboards listen, and their login")
     enforcer: EnforcerConfig = section(EnforcerConfig, "the admission webhook's policies")
 
@@ -514,7 +539,10 @@ def load(path: str | Path | None, environ: Mapping[str, str] | None = None) -> C
 
 
 def _from_environment(cfg: Config, environ: Mapping[str, str]) -> Config:
-    """The values of the keys declared with `env=` whose variable is set, checked as the file's would be."""
+    """The values of the keys declared with `env=` whose variable is set, checked as the file's would be, and the
+    dashboard's password from the variable dashboard.auth_password_env names."""
+    if cfg.dashboard.auth_password_env:
+        cfg = replace(cfg, dashboard_password=environ.get(cfg.dashboard.auth_password_env, ""))
     c = Walker()
     for name, cls, _ in sections(Config):
         given = {toml_key(f, k): environ[k.env] for f, k, _ in declared(cls) if k.env and k.env in environ}
@@ -543,5 +571,20 @@ def _load(path: str | Path | None) -> Config:
     return parse(doc, str(p), p.parent)
 
 
-def with_overrides(cfg: Config, lake: Path | None = None) -> Config:
+def dashboard_auth(cfg: Config) -> tuple[str, str] | None:
+    """(user, password) for the dashboards' HTTP basic auth, None when dashboard.auth_user is not set. A password
+    variable that is not set (or empty) is a ConfigError when the dashboards are served, not at every load: the
+    collectors and the analytics share the config file but not the dashboard's secret."""
+    db = cfg.dashboard
+    if not db.auth_user:
+        return None
+    if not cfg.dashboard_password:
+        raise ConfigError(
+            f"{cfg.source_file} (environment)",
+            [f"dashboard.auth_password_env: names {db.auth_password_env!r}, which is not set in the environment"],
+        )
+    return db.auth_user, cfg.dashboard_password
+
+
+def with_overrides(cfg: Config, lake: Store | None = None) -> Config:
     return replace(cfg, lake=LakeConfig(lake)) if lake is not None else cfg

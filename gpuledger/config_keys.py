@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpuledger import lake_url
+from gpuledger.store import is_url
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,8 @@ class Walker:
         if tp is Path:
             if not v:  # an empty optional path is its default (spool_dir = "": <lake>/_spool/<node>)
                 return None
-            if k.relative_to_file and lake_url.is_url(v):  # lake.path = "s3://bucket/prefix": no file's folder
-                return lake_url.parse(v)
+            if k.relative_to_file and is_url(v):  # lake.path = "s3://bucket/prefix": no file's folder
+                return v
             p = Path(v).expanduser() if k.relative_to_file else Path(v)
             return p if p.is_absolute() or not k.relative_to_file or self.base_dir is None else self.base_dir / p
         return v

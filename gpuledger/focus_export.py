@@ -23,6 +23,7 @@ from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config
 from gpuledger.errors import UsageError
 from gpuledger.query import Lake
+from gpuledger.store import LakeRef
 
 FOCUS_VERSION = "1.3"
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -54,7 +55,7 @@ def finops_variables(cfg: Config) -> dict[str, str]:
     return {"focus_provider_name": f.provider_name, "focus_host_provider_name": f.host_provider_name or f.provider_name}
 
 
-def export_focus(lake_root: Path, cfg: Config, period: str, out: Path, allow_unpriced: bool = False) -> ExportReport:
+def export_focus(lake_root: LakeRef, cfg: Config, period: str, out: Path, allow_unpriced: bool = False) -> ExportReport:
     fmt = FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise UsageError(f"--out {str(out)!r}: the file name must end in .parquet or .csv")

@@ -6,9 +6,9 @@ Partitioning: `<table>/date=YYYY-MM-DD/part-<writer>-<seq>.parquet`. `date` is t
 time column and lives only in the path, never inside the file, so the hive reader's value is the only one.
 Everything else, `node` included, is inside the file: each writer (a node's collector, the simulator's node
 task) names its files after itself, so writers never collide, and `gpuledger compact` merges a closed day's
-files into one. An earlier layout also put the node in the path (`date=/node=`); a year of a 125-node fleet was
-then 45,625 files per raw table and DuckDB spent seconds opening them before answering (docs/design/5-finops.md).
-`compact` moves such files into this layout.
+files into one. The node is not in the path: `date=/node=` folders make a year of a 125-node fleet 45,625 files per
+raw table, which DuckDB spends seconds opening before it answers (docs/design/5-finops.md); `compact` moves files
+found in such folders into this layout.
 """
 
 from __future__ import annotations
@@ -136,6 +136,12 @@ GPU_PROCESSES = Table(
     ),
 )
 
+# A job waits, runs, then ends in one of the final states. The order is the one a tie on updated_at resolves by (a
+# job submitted and bound in the same instant is running): analytics/jobs.py `latest`.
+JOB_OPEN_STATUSES = ("pending", "running")
+JOB_FINAL_STATUSES = ("succeeded", "failed", "cancelled", "preempted")
+JOB_STATUSES = JOB_OPEN_STATUSES + JOB_FINAL_STATUSES
+
 JOBS = Table(
     "jobs",
     "one state of one workload (append-only; the `jobs` view keeps the latest per job_id)",
@@ -156,7 +162,7 @@ JOBS = Table(
         _c("scheduled_at", UTC_US, "bound to a node, UTC"),
         _c("started_at", UTC_US, "first container started, UTC"),
         _c("finished_at", UTC_US, "ended, UTC"),
-        _c("status", pl.String, "pending, running, succeeded, failed, cancelled, preempted", False),
+        _c("status", pl.String, ", ".join(JOB_STATUSES), False),
         _c("reason", pl.String, "why it ended or waits (OOMKilled, Evicted, Error, ...)"),
         _NODE,
         _c("gpu_uuids", pl.List(pl.String), "GPUs bound to it"),
@@ -244,6 +250,23 @@ ADMISSION_DECISIONS = Table(
         _c("policy_version", pl.String, "version of the decision table / policy"),
         _c("dry_run", pl.Boolean, "the request was a dryRun"),
         _c("latency_s", pl.Float64, "time to answer"),
+        _DATE,
+    ),
+)
+
+QUARANTINED_FILES = Table(
+    "quarantined_files",
+    "one lake file set aside: unreadable, failing its page checksums, or not of its table's schema",
+    "ts",
+    (
+        _c("ts", UTC_US, "when it was set aside, UTC", False),
+        _CLUSTER,
+        _c("table_name", pl.String, "the table the file was in", False),
+        _c("file", pl.String, "its key in the lake, relative to the lake's root", False),
+        _c("set_aside_as", pl.String, "where it is now (under _quarantine/), to inspect or put back by hand", False),
+        _c("reason", pl.String, "what is wrong with it", False),
+        _c("size_bytes", pl.Int64, "its size"),
+        _c("found_by", pl.String, "what found it: compact or analyze", False),
         _DATE,
     ),
 )
@@ -593,7 +616,17 @@ DEMAND_FORECAST = Table(
     ),
 )
 
-RAW_TABLES = (GPU_SAMPLES, GPU_PROCESSES, GPU_FIELDS, JOBS, NODES, POD_SHAPES, HEALTH_EVENTS, ADMISSION_DECISIONS)
+RAW_TABLES = (
+    GPU_SAMPLES,
+    GPU_PROCESSES,
+    GPU_FIELDS,
+    JOBS,
+    NODES,
+    POD_SHAPES,
+    HEALTH_EVENTS,
+    ADMISSION_DECISIONS,
+    QUARANTINED_FILES,
+)
 DERIVED_TABLES = (
     GPU_HOURLY,
     FLEET_HOURLY,

@@ -15,9 +15,33 @@ from functools import cache
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from gpuledger import schema
-from gpuledger.query import duckdb_type
+
+_DUCK_TYPES = {
+    pl.String: "VARCHAR",
+    pl.Int32: "INTEGER",
+    pl.Int64: "BIGINT",
+    pl.Float32: "FLOAT",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+    pl.Date: "DATE",
+}
+
+
+def duckdb_type(dtype: pl.DataType) -> str:
+    """The DuckDB type a polars column type reads back as: the column lines of sql/, the query helper's empty view
+    of a table with no files yet, and the schema/SQL agreement test."""
+    if dtype == schema.UTC_US:
+        return "TIMESTAMP WITH TIME ZONE"
+    if dtype == schema.LABELS:
+        return 'STRUCT("key" VARCHAR, "value" VARCHAR)[]'
+    if isinstance(dtype, pl.List):
+        return duckdb_type(dtype.inner) + "[]"
+    if isinstance(dtype, pl.Decimal):
+        return f"DECIMAL({dtype.precision},{dtype.scale})"
+    return _DUCK_TYPES[dtype.base_type()]
 
 
 @dataclass(frozen=True)

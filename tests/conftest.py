@@ -35,6 +35,13 @@ class _OnlyTheInstalledNamespace(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _OnlyTheInstalledNamespace())
 
 
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path_factory, monkeypatch) -> None:
+    """Every test (and every process it starts) gets its own state folder, where spools live by default
+    (gpuledger.spool.default_dir): never the developer's ~/.local/state, never one shared by two tests."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture(scope="session")
 def small_lake(tmp_path_factory) -> Path:
     """3 nodes x 4 GPUs, one day at 60 s. Read-only for tests: copy it before writing."""
@@ -66,6 +73,22 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], catch_exceptions=False, **kw)
 
     return run
+
+
+@pytest.fixture
+def los_angeles(monkeypatch):
+    """The host's local time zone is Los Angeles (UTC-7, then -8 from Nov 1), so a new DuckDB session starts in
+    it, as on a laptop there. Without it a UTC host passes a zone test whatever the code does (issue 14, item 6)."""
+    import time
+
+    import duckdb
+
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    assert duckdb.connect().execute("SELECT current_setting('TimeZone')").fetchone() == ("America/Los_Angeles",)
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 # -- dashboards: dash[testing]'s dash_duo drives Debian's headless Chromium ---------------------------------
@@ -121,3 +144,14 @@ def s3(moto_server, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return S3(moto_server.url, bucket, env, moto_server)
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    """An empty lake on each kind of Store: a folder, and a prefix of a fresh bucket on the session's S3 server. A
+    behaviour tested through it is checked once, on both."""
+    from gpuledger.store import open_store
+
+    if request.param == "local":
+        return open_store(tmp_path / "lake")
+    return open_store(f"s3://{request.getfixturevalue('s3').bucket}/lake")

@@ -206,35 +206,34 @@ class S3:
 
 
 def upload(local: Path, lake) -> int:
-    """Every file of the local lake (its spool aside: a collector's own) under the lake's prefix (an
-    `S3Location`), same relative keys. Returns how many."""
-    import obstore  # here: the server's own code above runs without our package
+    """Every file of the local lake (its spool aside: a collector's own) under the object-store lake `lake` (an
+    S3Store or s3://bucket/prefix), same relative keys. Returns how many."""
+    from gpuledger.store import open_store  # here: the server's own code above runs without our package
 
-    from gpuledger import lake_url
-
-    store = lake_url.object_store(lake)
+    store = open_store(lake)
     n = 0
     for f in sorted(local.rglob("*")):
         rel = f.relative_to(local)
         if f.is_file() and rel.parts[0] != "_spool":
-            obstore.put(store, (lake / rel.as_posix()).key, f.read_bytes())
+            store.put(rel.as_posix(), f.read_bytes())
             n += 1
     return n
 
 
 def download(lake, local: Path, keep=lambda rel: True) -> list[str]:
-    """The reverse of `upload`: every object under the lake's prefix (an `S3Location`) whose key relative to it
-    `keep` accepts, written to the same relative path under `local`. Returns those relative keys, sorted."""
+    """The reverse of `upload`: every object under the lake's prefix (an S3Store or s3://bucket/prefix) whose key
+    relative to it `keep` accepts, written to the same relative path under `local`. Returns those relative keys,
+    sorted. Every object of the prefix, as one LIST gives them (a compaction's inputs and records too)."""
     import obstore
 
-    from gpuledger import lake_url
+    from gpuledger.store import open_store
 
-    store = lake_url.object_store(lake)
-    prefix = f"{lake.key}/" if lake.key else ""
-    rels = sorted(meta["path"][len(prefix) :] for batch in obstore.list(store, prefix=prefix or None) for meta in batch)
-    rels = [rel for rel in rels if keep(rel)]
+    store = open_store(lake)
+    prefix = f"{store.loc.key}/" if store.loc.key else ""
+    listed = (meta["path"] for batch in obstore.list(store.client(), prefix=prefix or None) for meta in batch)
+    rels = [rel for rel in sorted(key[len(prefix) :] for key in listed) if keep(rel)]
     for rel in rels:
         dst = local / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_bytes(bytes(obstore.get(store, prefix + rel).bytes()))
+        dst.write_bytes(store.get(rel))
     return rels

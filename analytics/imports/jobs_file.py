@@ -21,23 +21,29 @@ from gpuledger.analytics.imports import EPOCH, ImportFileError, ImportReport, co
 from gpuledger.config import Config
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, check_name, frame_from_rows
+from gpuledger.schema import JOB_STATUSES, JOBS
 
-COLUMNS = (
-    "job_id",
-    "tenant",
-    "namespace",
-    "queue",
-    "gpu_model",
-    "gpus",
-    "submitted_at",
-    "scheduled_at",
-    "finished_at",
-    "status",
-    "node",
+# A jobs file holds the `jobs` table's columns (gpuledger/schema.py), in its order, less those the import sets itself
+# (when the row was observed, the cluster, the source, gpu_sharing from gpus, the partition date) and those only a
+# live cluster knows (the pod, its MIG profile, start, reason, GPUs bound and owner).
+NOT_IN_FILE = (
+    "updated_at",
+    "cluster",
+    "source",
+    "gpu_sharing",
+    "date",
+    "pod",
+    "mig_profile",
+    "started_at",
+    "reason",
+    "gpu_uuids",
+    "owner_kind",
+    "owner_name",
 )
+COLUMNS = tuple(c for c in JOBS.column_names if c not in NOT_IN_FILE)
 REQUIRED = ("job_id", "gpus", "submitted_at", "status")
-STATUSES = ("pending", "running", "succeeded", "failed", "cancelled", "preempted")
-_TEXT = ("job_id", "tenant", "namespace", "queue", "gpu_model", "node")
+STATUSES = JOB_STATUSES
+_TEXT = tuple(c for c in COLUMNS if JOBS.polars_schema[c] == pl.String and c != "status")
 _UTC_OFFSET = dt.timedelta(0)
 
 

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -29,6 +28,7 @@ from gpuledger.collector.sim.fleet import Allocation, Fleet, NodeInfo
 from gpuledger.collector.sim.telemetry import health_events, node_window
 from gpuledger.config import Config
 from gpuledger.lake import LakeWriter, conform, frame_from_rows
+from gpuledger.store import LakeRef
 
 WARMUP_S = 86400  # the fleet starts empty; a day of warm-up reaches steady queues before the first sample
 LABEL_KEYS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "gpuledger.io/simulated")
@@ -54,9 +54,9 @@ COARSE_WINDOW_S = 31 * 86400  # the coarse history is generated a month of a nod
 # (no merge afterwards); at 10 s a batch is 7 such nodes. It depends on the arguments only (never on --workers),
 # so a re-run names the same files and replaces them.
 BATCH_SAMPLES = 500_000
-# A window of more samples than this is cut into at least two batches, so that both workers run (the old per-node
-# tasks did: `up`'s fine days of 96 GPUs at 30 s are 276k samples a day). Below it a window takes a worker well under
-# a second and one file per day is worth more (a year at 3600 s is 192k samples a day of 1,000 GPUs).
+# A window of more samples than this is cut into at least two batches, so that both workers run (`up`'s fine days
+# of 96 GPUs at 30 s are 276k samples a day). Below it a window takes a worker well under a second and one file per
+# day is worth more (a year at 3600 s is 192k samples a day of 1,000 GPUs).
 SPLIT_SAMPLES = 250_000
 
 
@@ -229,7 +229,7 @@ class JobRows:
 
 def backfill(
     cfg: Config,
-    lake: Path,
+    lake: LakeRef,
     start_s: float,
     end_s: float,
     step_s: int,
@@ -282,7 +282,7 @@ def backfill(
 
 def _stream(
     cfg: Config,
-    lake: Path,
+    lake: LakeRef,
     fleet: Fleet,
     plan: list[tuple[int, ...]],
     end: int,
@@ -337,7 +337,7 @@ def _write_jobs(writer: LakeWriter, rows: list[dict], name: str, report: Backfil
 
 def _batches(
     cfg: Config,
-    lake: Path,
+    lake: LakeRef,
     fleet: Fleet,
     energy: dict[int, np.ndarray | None],
     t0: int,
@@ -374,7 +374,7 @@ def _collect(running: list, energy: dict[int, np.ndarray | None], report: Backfi
 
 def backfill_history(
     cfg: Config,
-    lake: Path,
+    lake: LakeRef,
     now_s: float,
     days: float | None = None,
     *,
@@ -402,5 +402,76 @@ def backfill_history(
         workers=workers,
         coarse_until_s=now_s - days * 86400 if sim.history_days else None,
         coarse_step_s=int(sim.history_step_s),
+        progress=progress,
+    )
+
+
+# A gap shorter than three scrape intervals is the live collector's own lag (a restart, a slow flush), not time the
+# fleet was down: the live fleet's first scrape covers it.
+GAP_INTERVALS = 3
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What `gpuledger up` writes before its live simulated fleet starts: `days` of history for an empty lake, or
+    the gap since the fleet in `resume` last wrote (same seed, same fleet, continued)."""
+
+    now_s: float
+    nodes: int
+    summary: str  # one line for the operator, before the work starts
+    days: float | None = None
+    resume: sim_state.SimState | None = None
+
+
+def plan_catch_up(
+    cfg: Config, lake: LakeRef, now_s: float, interval_s: float, backfill_days: float | None = None
+) -> CatchUp | None:
+    """An empty lake (no simulated fleet, no samples) gets `backfill_days` (simulator.backfill_days) of history,
+    unless that is 0; a lake whose fleet stopped more than GAP_INTERVALS scrape intervals ago gets the gap filled;
+    None when there is nothing to write (a lake of real samples, or a fleet that just ran)."""
+    from gpuledger.lake import has_data
+
+    sim = cfg.simulator
+    st = sim_state.load(lake, cfg.cluster)
+    days = sim.backfill_days if backfill_days is None else backfill_days
+    if st is None:
+        if days <= 0 or has_data(lake, "gpu_samples"):
+            return None
+        return CatchUp(
+            now_s,
+            sim.nodes,
+            f"empty lake: backfilling {days:g} days every {sim.backfill_step_s:g} s, and {sim.history_days:g} days "
+            f"before them every {sim.history_step_s:g} s, of a {sim.nodes}-node simulated fleet",
+            days=days,
+        )
+    if now_s - st.written_until_s <= GAP_INTERVALS * interval_s:
+        return None
+    return CatchUp(
+        now_s,
+        st.nodes,
+        f"filling the {(now_s - st.written_until_s) / 3600:.2f} h since the fleet last ran",
+        resume=st,
+    )
+
+
+def catch_up(
+    cfg: Config, lake: LakeRef, plan: CatchUp, progress: Callable[[int], None] | None = None
+) -> BackfillReport:
+    """Write what `plan` says, every simulator.backfill_step_s (the history's older days coarser)."""
+    if plan.resume is None:
+        return backfill_history(cfg, lake, plan.now_s, plan.days, progress=progress)
+    st = plan.resume
+    return backfill(
+        cfg,
+        lake,
+        st.written_until_s,
+        plan.now_s,
+        int(cfg.simulator.backfill_step_s),
+        nodes=st.nodes,
+        gpus_per_node=st.gpus_per_node,
+        models=st.models,
+        seed=st.seed,
+        load=st.load,
+        epoch_s=st.epoch_s,
         progress=progress,
     )

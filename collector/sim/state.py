@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from gpuledger import lake_url
-from gpuledger.atomic import write_bytes_atomic
+from gpuledger.store import LakeRef, open_store
 
 
 @dataclass(frozen=True)
@@ -22,16 +20,12 @@ class SimState:
     written_until_s: float  # every row before this instant is in the lake (exclusive bound)
 
 
-def path(lake: Path | lake_url.S3Location, cluster: str) -> Path | lake_url.S3Location:
-    return lake_url.parse(lake) / "_sim" / f"{cluster}.json"
+def key(cluster: str) -> str:
+    return f"_sim/{cluster}.json"
 
 
-def load(lake: Path | lake_url.S3Location, cluster: str) -> SimState | None:
-    p = path(lake, cluster)
-    if isinstance(p, lake_url.S3Location):
-        data = lake_url.read_bytes(p)
-    else:
-        data = p.read_bytes() if p.exists() else None
+def load(lake: LakeRef, cluster: str) -> SimState | None:
+    data = open_store(lake).get(key(cluster))
     if data is None:
         return None
     d = json.loads(data)
@@ -39,9 +33,6 @@ def load(lake: Path | lake_url.S3Location, cluster: str) -> SimState | None:
     return SimState(**d)
 
 
-def save(lake: Path | lake_url.S3Location, cluster: str, state: SimState) -> None:
-    p, data = path(lake, cluster), json.dumps(asdict(state), indent=1).encode()
-    if isinstance(p, lake_url.S3Location):
-        lake_url.write_bytes(p, data)  # one PUT replaces it whole; one fleet per cluster writes it
-    else:
-        write_bytes_atomic(p, data)
+def save(lake: LakeRef, cluster: str, state: SimState) -> None:
+    # Replaced whole (Store.put): one fleet per cluster writes it.
+    open_store(lake).put(key(cluster), json.dumps(asdict(state), indent=1).encode())

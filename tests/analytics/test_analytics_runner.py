@@ -50,7 +50,7 @@ def test_run_is_incremental_and_idempotent(tmp_path):
     assert first["gpu_hourly"].rows == 2 * 2 * 24 and watermark(lake, "gpu_hourly") == END  # 4 GPUs x 24 h
     assert first["gpu_5min"].rows == 2 * 2 * 24 * 12
     before = scan(lake, "gpu_hourly").collect().sort("node", "gpu_uuid", "hour")
-    files = {f: f.stat().st_mtime_ns for f in table_files(lake, "gpu_hourly")}
+    files = {f: (lake / f).stat().st_mtime_ns for f in table_files(lake, "gpu_hourly")}
     # Running again over the same window writes identical rows (and no extra files).
     run(lake, until_s=END, from_s=END - 86400)
     after = scan(lake, "gpu_hourly").collect().sort("node", "gpu_uuid", "hour")
@@ -77,7 +77,7 @@ def test_job_tables_follow_a_job_from_pending_to_running(tmp_path):
     run(lake, until_s=at(2, 12).timestamp())
     (row,) = scan(lake, "job_stats").collect().iter_rows(named=True)  # the pending state was replaced, not added
     assert (row["status"], row["node"], row["queue_s"], row["gpu_hours"]) == ("running", "n1", 3600.0, 2.0)
-    assert [f.parent.name for f in table_files(lake, "job_stats")] == ["date=2026-11-02"]  # by date only
+    assert [f.split("/")[1] for f in table_files(lake, "job_stats")] == ["date=2026-11-02"]  # by date only
     alloc = scan(lake, "gpu_allocations").collect().sort("gpu_uuid")
     assert alloc["gpu_uuid"].to_list() == ["G1", "G2"] and alloc["share"].to_list() == [1.0, 1.0]
     assert alloc["open"].to_list() == [True, True]

@@ -30,6 +30,7 @@ from gpuledger.analytics.dask_engine import stage_day
 from gpuledger.analytics.runner import TELEMETRY, run, watermark
 from gpuledger.errors import ClusterError
 from gpuledger.lake import table_files
+from gpuledger.store import open_store
 
 from builders import assert_same_lake as same_lake
 from conftest import END, REPO, make_lake
@@ -205,6 +206,9 @@ def test_a_worker_that_does_not_see_the_lake_fails_its_day(small_lake, tmp_path)
     """A worker on another filesystem would read no samples and stage empty days: it fails its task instead."""
     day = dt.date(2026, 11, 1)
     lo = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    staging = tmp_path / "elsewhere" / "_state" / "staging" / "run"  # the client made it on a disk this one lacks
-    with pytest.raises(ClusterError, match=f"does not see the lake at {small_lake} \\(no {staging}\\)"):
-        stage_day(str(small_lake), str(staging), day, lo, lo + dt.timedelta(days=1), pl.DataFrame())
+    elsewhere = tmp_path / "elsewhere"
+    staging = open_store(elsewhere).staging("run")  # the client made it on a disk this worker lacks
+    shutil.rmtree(elsewhere)
+    where = elsewhere / "_state" / "staging" / "run"
+    with pytest.raises(ClusterError, match=f"does not see the lake at {elsewhere} \\(no {where}\\)"):
+        stage_day(str(small_lake), staging, day, lo, lo + dt.timedelta(days=1), pl.DataFrame())

@@ -44,7 +44,9 @@ def test_days_are_read_again_only_when_their_files_change(tmp_path):
     read.clear()
     assert_frame_equal(by_day(lake, "fleet_hourly", "means", means).sort("day"), whole())
     assert read == []  # nothing changed: nothing read
-    write_rows(lake, "fleet_hourly", hours(2, 100.0), "d2")  # day 2 rewritten: 100 + 11.5
+    # Day 2 rewritten (a file is created once: the old one goes first): 100 + 11.5
+    (lake / "fleet_hourly" / "date=2026-11-02" / "part-d2.parquet").unlink()
+    write_rows(lake, "fleet_hourly", hours(2, 100.0), "d2")
     again = by_day(lake, "fleet_hourly", "means", means).sort("day")
     assert len(read) == 1 and again["demand_gpus"].to_list() == [21.5, 111.5, 41.5]
     assert_frame_equal(again, whole())

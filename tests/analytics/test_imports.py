@@ -68,6 +68,46 @@ def test_good_csv_is_imported_with_every_column_mapped(tmp_path):
     assert cpu["submitted_at"] == at(2, 9, 30, 0, 250_000, month=MARCH)
 
 
+def test_every_column_of_a_jobs_file_reaches_the_jobs_table(tmp_path):
+    """The file's columns are the `jobs` table's (gpuledger/schema.py), less those the import sets: a column the
+    schema gains is either read into the lake or listed as not in the file, never accepted and dropped."""
+    from gpuledger.analytics.imports import jobs_file
+    from gpuledger.schema import JOBS
+
+    assert jobs_file.COLUMNS == (
+        "job_id",
+        "tenant",
+        "namespace",
+        "queue",
+        "gpu_model",
+        "gpus",
+        "submitted_at",
+        "scheduled_at",
+        "finished_at",
+        "status",
+        "node",
+    )
+    assert set(jobs_file.COLUMNS) | set(jobs_file.NOT_IN_FILE) == set(JOBS.column_names)
+    f = tmp_path / "one.csv"
+    values = ("j1", "t", "ns", "q", "L4", "2", "2026-03-01T10:00:00Z", "2026-03-01T10:01:00Z", "2026-03-01T11:00:00Z")
+    f.write_text(",".join(jobs_file.COLUMNS) + "\n" + ",".join(values) + ",preempted,n1\n")
+    assert import_jobs_file(f, tmp_path / "lake", defaults()).rows_imported == 1
+    row = jobs(tmp_path / "lake").row(0, named=True)
+    assert [row[c] for c in jobs_file.COLUMNS] == [
+        "j1",
+        "t",
+        "ns",
+        "q",
+        "L4",
+        2.0,
+        at(1, 10, month=MARCH),
+        at(1, 10, 1, month=MARCH),
+        at(1, 11, month=MARCH),
+        "preempted",
+        "n1",
+    ]
+
+
 def test_cluster_comes_from_the_config(tmp_path):
     import dataclasses
 
@@ -214,7 +254,7 @@ def test_importing_the_same_file_twice_writes_the_same_files_and_rows(tmp_path):
     assert sorted(second.files) == sorted(first.files) == files
     assert sorted(table_files(tmp_path, "jobs")) == files  # replaced in place, nothing added
     assert jobs(tmp_path).equals(before)
-    raw = pl.read_parquet(files, hive_partitioning=False)
+    raw = pl.read_parquet([tmp_path / f for f in files], hive_partitioning=False)
     assert raw.height == 4  # the raw table, not only the latest-per-job view, holds each row once
 
 

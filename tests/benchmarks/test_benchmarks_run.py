@@ -43,6 +43,18 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"baseline: the {N}-day lake's run after one new hour, {N} s",
         rf"ratio, {N} days to {N}: {N}x time, {N}x RSS",
     ),
+    "analytics_midnight.py": (
+        rf"compaction of yesterday, hour layout +{N} s +peak RSS {N} GB",
+        rf"00:30 \(to 01:00\), hour layout +median +{N} s",
+        rf"12:30 \(to 13:00\), node layout +median +{N} s",
+        rf"baseline: the node layout's run to 01:00, {N} s; ratio, hour layout to it: {N}x",
+        r"rows differing between the layouts' derived tables: 0$",
+    ),
+    "samples_once.py": (
+        rf"round 1: baseline \(rollup alone\) +{N} s +counted once +{N} s +ratio {N}x",
+        rf"median ratio {N}x",
+        rf"with {N} samples written twice: {N} s, same rows as the baseline",
+    ),
     "simulate.py": (rf"samples +{N}", rf"throughput +{N} samples/s", rf"baseline +{N} s", rf"ratio +{N}x the bare"),
     "spool_append.py": (
         rf"spool append +median {N} ms +p99 {N} ms",
@@ -57,6 +69,12 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"ratio +{N}x",
     ),
     "dcgm_fleet.py": (rf"one round, fast parser +median {N} s", rf"one round, reference parser +median {N} s"),
+    "dcgm_soak.py": (
+        rf"round time +p50 {N} s +max {N} s",
+        rf"ratio p50 / interval {N}x",
+        rf"largest spool between flushes +{N} MB",
+        r"rows in the lake = rows acknowledged: yes",
+    ),
     "fragmentation.py": (rf"node_fragmentation, median of 1: {N} ms", rf"baseline, literal Python loop: +{N} ms"),
     "finops_views.py": (
         rf"gpu_hourly +{N} +{N}s +{N}s +{N}s +{N}x",
@@ -85,6 +103,16 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"tenant_daily +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
         rf"focus_cost +{N} +{N}s +{N}s +{N}x +{N}s +{N}s",
         rf"load average \(1, 5, 15 min\): {N} {N} {N}",
+    ),
+    "parquet_checksums.py": (
+        rf"flush \(8 GPUs x 3\) +{N} +{N} ms +{N} ms +{N}x +{N}x",
+        rf"polars read +check +{N}x",
+        rf"single-bit flips in the pages read back silently: polars {N} of {N}, lake \+ check 0 of {N}",
+    ),
+    "sql_output.py": (
+        rf"gpuledger sql --format csv +{N} rows +{N} bytes +{N} s +peak RSS {N} GB",
+        rf"baseline: DuckDB COPY, csv +{N} rows +{N} bytes +{N} s +peak RSS {N} GB",
+        rf"ratio parquet: {N}x time, {N}x peak RSS",
     ),
     "enforcer_load.py": (
         rf"sustained 100 req/s for 2 s: achieved {N} req/s .*errors 0",

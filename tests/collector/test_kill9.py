@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from gpuledger.lake import scan, table_files
+from gpuledger.spool import default_dir
 
 KILLS = int(os.environ.get("GPULEDGER_KILLS", "50"))
 
@@ -106,7 +107,7 @@ def test_kill_minus_nine_loses_nothing(tmp_path):
     )
     assert r.returncode == 0, r.stderr
 
-    files = table_files(lake, "gpu_samples")
+    files = [lake / f for f in table_files(lake, "gpu_samples")]
     unreadable = []
     for f in files:
         try:
@@ -126,4 +127,4 @@ def test_kill_minus_nine_loses_nothing(tmp_path):
     assert lost == {}
     assert duplicated == 0
     assert unreadable == []
-    assert not list((lake / "_spool" / "killtest").glob("seg-*.wal"))[1:]  # at most the empty open one
+    assert not list(default_dir(str(lake), "killtest").glob("seg-*.wal"))[1:]  # at most the empty open one

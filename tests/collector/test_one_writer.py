@@ -12,6 +12,7 @@ import sys
 import polars as pl
 
 from gpuledger.lake import scan
+from gpuledger.spool import default_dir
 
 CONFIG = """
 [collector]
@@ -48,7 +49,7 @@ def test_a_second_process_names_the_holder_exits_1_and_touches_nothing(tmp_path)
         )
         acks = [first.stdout.readline()]  # blocks until the first batch is durable: the spool is open
         assert acks[0].startswith("ack "), first.stderr.read() if first.poll() is not None else acks
-        spool = lake / "_spool" / "n1"
+        spool = default_dir(str(lake), "n1")
         live = sorted(spool.glob("seg-*.wal"))
         holder = f"spool {spool} is in use by process {first.pid} on host {socket.gethostname()}"
         for second in (

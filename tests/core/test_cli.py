@@ -48,6 +48,11 @@ def test_unknown_option_is_a_usage_error(cli):
     assert r.exit_code == 2 and "No such option '--nodez'" in r.output
     r = CliRunner().invoke(main, ["collect", "--metrics-port", "99999"])
     assert r.exit_code == 2 and "Invalid value for '--metrics-port'" in r.output
+    # --models is checked by the config key's own item check (simulator.models), as the file's value would be.
+    r = CliRunner().invoke(main, ["simulate", "--models", "H100,V100"])
+    assert r.exit_code == 2 and "Invalid value for '--models': unknown simulated model 'V100' (known: " in r.output
+    r = CliRunner().invoke(main, ["simulate", "--models", "H100,"])
+    assert r.exit_code == 2 and "Invalid value for '--models': an empty item in the list" in r.output
 
 
 def test_simulate_writes_the_lake_and_sql_reads_it(cli, tmp_path):
@@ -123,7 +128,6 @@ def test_env_var_names_the_lake(cli, tmp_path, monkeypatch, small_lake):
         (["sql", "COPY (SELECT 1) TO 'x.csv'"], "Error: query error: only read-only queries are allowed"),
         (["sql", "--format", "parquet", "SELECT 1"], "Error: usage error: --format parquet writes binary data"),
         (["sql", "--param", "oops", "SELECT 1"], "Error: usage error: --param 'oops': expected NAME=VALUE"),
-        (["simulate", "--models", "H100,V100"], "Error: usage error: --models: unknown model(s) V100"),
         (["simulate", "--end", "yesterday"], "Error: usage error: --end 'yesterday' is not an ISO-8601 time"),
         (["collect", "--source", "dcgm", "--once"], "Error: source error: dcgm: no URL (give --url"),
         (["collect", "--source", "nvml", "--once"], "Error: source error: nvml: NVML could not start"),
@@ -142,7 +146,7 @@ def test_bad_config_is_reported_with_file_and_key(tmp_path):
     r = CliRunner().invoke(main, ["sql", "--config", str(cfg), "SELECT 1"])
     assert r.exit_code == 1
     assert re.search(rf"bad config: 1 problem\(s\) in {re.escape(str(cfg))}", r.output)
-    assert f"{cfg}: collector.interval_s: must be > 0, got -1" in r.output
+    assert f"{cfg}: collector.interval_s: must be at least 0.01 (the floor), got -1" in r.output
 
 
 def test_unwritable_lake_is_reported(tmp_path):
@@ -220,7 +224,7 @@ def test_dashboard_refuses_a_missing_password_variable(cli, tmp_path, monkeypatc
     monkeypatch.delenv("GL_TEST_DASH_PASSWORD", raising=False)
     r = cli("dashboard", "--config", cfg, "--lake", tmp_path / "lake")
     assert r.exit_code != 0 and "Traceback" not in r.output
-    assert "dashboard.auth_password_env names 'GL_TEST_DASH_PASSWORD', which is not set" in r.output
+    assert "dashboard.auth_password_env: names 'GL_TEST_DASH_PASSWORD', which is not set" in r.output
 
 
 def test_dashboard_on_a_port_in_use_is_one_clear_line(cli, tmp_path):

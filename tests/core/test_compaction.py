@@ -3,8 +3,9 @@ import json
 
 import polars as pl
 
-from gpuledger.compaction import JOURNAL, compact
+from gpuledger.compaction import compact
 from gpuledger.lake import LakeWriter, scan, table_files
+from gpuledger.store.local import JOURNAL
 
 from builders import at
 
@@ -33,7 +34,7 @@ def test_closed_partitions_are_merged_open_ones_left_alone(tmp_path):
     assert (r.partitions, r.files_in, r.files_out, r.rows) == (1, 3, 1, 15)
     after = scan(tmp_path, "gpu_samples").collect().sort("ts")
     assert after.equals(before)
-    days = [f.parent.name for f in table_files(tmp_path, "gpu_samples")]
+    days = [k.split("/")[1] for k in table_files(tmp_path, "gpu_samples")]
     assert days.count("date=2026-11-01") == 1 and days.count("date=2026-11-03") == 3
     # Idempotent: a second run has nothing to do.
     assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
@@ -43,7 +44,7 @@ def test_interrupted_compaction_is_finished_without_duplicates(tmp_path):
     w = LakeWriter(tmp_path)
     for k in range(2):
         w.write("gpu_samples", _rows(1, 4, offset=10 * k), f"w-{k}")
-    files = table_files(tmp_path, "gpu_samples")
+    files = [tmp_path / k for k in table_files(tmp_path, "gpu_samples")]
     part = files[0].parent
     # Simulate a crash after the merged file was published but before the inputs were deleted.
     merged = pl.concat([pl.read_parquet(f) for f in files])
@@ -59,7 +60,7 @@ def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
     w = LakeWriter(tmp_path)
     for k in range(2):
         w.write("gpu_samples", _rows(1, 4, offset=10 * k), f"w-{k}")
-    part = table_files(tmp_path, "gpu_samples")[0].parent
+    part = (tmp_path / table_files(tmp_path, "gpu_samples")[0]).parent
     (part / JOURNAL).write_text(
         json.dumps({"inputs": ["part-w-0.parquet", "part-w-1.parquet"], "output": "part-cnever.parquet"})
     )
@@ -74,7 +75,7 @@ def test_merged_day_keeps_every_writers_rows_in_order(tmp_path):
     w.write("gpu_samples", _rows(1, 3, offset=0), "n1-0")
     compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
     (f,) = table_files(tmp_path, "gpu_samples")
-    merged = pl.read_parquet(f)
+    merged = pl.read_parquet(tmp_path / f)
     # File after file, in name order, each as written.
     assert merged["node"].to_list() == ["n1"] * 3 + ["n2"] * 3
     assert merged["util_gpu_pct"].to_list() == [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]

@@ -77,6 +77,15 @@ BAD = [
     ("bad_no_source.toml", ["collector.sources: must list at least one source (registered: dcgm, k8s, nvml,"]),
     ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
     ("bad_toml_syntax.toml", ["not valid TOML"]),
+    (
+        "bad_interval_floor.toml",
+        [
+            "bad_interval_floor.toml: collector.interval_s: must be at least 0.01 (the floor), got 0.001",
+            "collector.flush_interval_s: must be at least 0.1 (the floor), got 0.01",
+            "collector.process_interval_s: must be at least 0.01 (the floor), got 0",
+            "enforcer.refresh_s: must be at least 1 (the floor: each reload reads the lake), got 0.5",
+        ],
+    ),
     ("bad_finops.toml", ["finops.provider_name: must not be empty", "finops.host_provider: unknown key"]),
     (
         "bad_enforcer.toml",
@@ -208,7 +217,9 @@ def test_every_field_of_a_config_table_is_a_declared_key():
     for cls in classes:
         fields = [f.name for f in dataclasses.fields(cls)]
         assert [f.name for f, _, _ in declared(cls)] == fields, cls.__name__
-    assert {f.name for f in dataclasses.fields(config.Config)} - {"source_file"} == config.allowed(config.Config)
+    # Two fields are not read from the file: where it came from, and the password read from the environment.
+    not_keys = {"source_file", "dashboard_password"}
+    assert {f.name for f in dataclasses.fields(config.Config)} - not_keys == config.allowed(config.Config)
 
 
 @pytest.mark.parametrize(
@@ -284,10 +295,29 @@ def test_every_cli_option_over_a_config_key_has_its_declared_bounds_and_default(
         section, name, shown = m.groups()
         values = getattr(config.defaults(), section)
         _, k, _ = next(d for d in declared(type(values)) if d[0].name == name)
-        assert shown == str(k.shown or getattr(values, name)), (path, p.name)
+        default = k.shown or getattr(values, name)
+        assert shown == (", ".join(default) if isinstance(default, tuple) else str(default)), (path, p.name)
         if isinstance(p.type, click.types._NumberRangeBase):
             lo = k.ge if k.gt is None else k.gt
             hi = k.le if k.lt is None else k.lt
             assert (p.type.min, p.type.max) in ((lo, hi), (lo + 1 if k.gt is not None else lo, hi)), (path, p.name)
         seen += 1
     assert seen >= 8
+
+
+def test_the_dashboard_password_comes_from_the_variable_the_config_names(tmp_path):
+    f = tmp_path / "gl.toml"
+    f.write_text('[dashboard]\nauth_user = "ops"\nauth_password_env = "GL_DASH_PW"\n')
+    cfg = config.load(f, environ={"GL_DASH_PW": "s3cret"})
+    assert config.dashboard_auth(cfg) == ("ops", "s3cret")
+    assert "s3cret" not in repr(cfg)  # a logged config does not show it
+    # Unset or empty: refused where the dashboards are served, naming the variable; loading still works, since the
+    # collectors and the analytics read the same file without the dashboard's secret.
+    for environ in ({}, {"GL_DASH_PW": ""}):
+        cfg = config.load(f, environ=environ)
+        with pytest.raises(ConfigError) as e:
+            config.dashboard_auth(cfg)
+        assert str(e.value).splitlines()[1] == (
+            f"  {f} (environment): dashboard.auth_password_env: names 'GL_DASH_PW', which is not set in the environment"
+        )
+    assert config.dashboard_auth(config.load(None, environ={"GL_DASH_PW": "s3cret"})) is None

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
-from gpuledger.lake_lock import REWRITE_LOCK, TURNSTILE, publishing, reading
 from gpuledger.query import Lake
+from gpuledger.store.local_lock import REWRITE_LOCK, TURNSTILE, publishing, reading
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,8 +157,26 @@ def test_a_writer_waits_for_a_reader_and_new_readers_wait_for_it(tmp_path):
 
 
 def test_reading_a_folder_that_does_not_exist_takes_no_lock(tmp_path):
-    with reading(tmp_path / "none"):
+    """A query on a lake not written yet: no error, no folder made for it, and nothing held that would keep the
+    first writer out once it makes the lake."""
+    lake = tmp_path / "none"
+    published = threading.Event()
+
+    def first_writer() -> None:
+        with publishing(lake):
+            published.set()
+
+    with reading(lake):
+        assert not lake.exists()
+        lake.mkdir()
+        writer = threading.Thread(target=first_writer)
+        writer.start()
+        writer.join(5)
+        assert published.is_set()
+    shutil.rmtree(lake)
+    with reading(lake):
         pass
+    assert not lake.exists()
 
 
 def _rewrite_lock_is_held(lake: Path) -> bool:
@@ -179,8 +199,8 @@ def test_analytics_and_compaction_take_turns(tmp_path, monkeypatch):
     lake.mkdir()
     seen = []
     monkeypatch.setattr(analytics_runner, "_run", lambda *a: seen.append(_rewrite_lock_is_held(lake)) or [])
-    monkeypatch.setattr(gpuledger.compaction, "_compact", lambda *a: seen.append(_rewrite_lock_is_held(lake)))
+    monkeypatch.setattr(gpuledger.compaction, "plan", lambda *a: seen.append(_rewrite_lock_is_held(lake)) or [])
     analytics_runner.run(lake, until_s=0)
     gpuledger.compaction.compact(lake)
-    assert seen == [True, True]
+    assert seen[0] is True and set(seen[1:]) == {True}  # the run, then every table's plan
     assert not _rewrite_lock_is_held(lake)  # and let go after

@@ -79,3 +79,15 @@ def test_analyze_reports_it_in_one_line_for_its_own_cluster(cli, tmp_path):
         ],
         "us-1": [],
     }
+
+
+def test_recent_claims_are_the_clusters_own_in_the_day_before_until(tmp_path):
+    from gpuledger.analytics.node_claims import NodeClaim, recent_claims
+
+    lake = _lake(tmp_path / "lake")
+    claim = NodeClaim("eu-1", "gpu-7", at(2, 10, 0), at(2, 10, 15), ("GPU-a0", "GPU-a1", "GPU-b0", "GPU-b1"))
+    assert recent_claims(lake, "eu-1", at(2, 12)) == [claim]
+    assert recent_claims(lake, "eu-1", at(3, 23, 59)) == [claim]  # Nov 2 is the day before Nov 3
+    assert recent_claims(lake, "eu-1", at(4, 0)) == []  # Nov 3 and 4 only
+    assert recent_claims(lake, "us-1", at(2, 12)) == []
+    assert recent_claims(tmp_path / "empty", "eu-1", at(2, 12)) == []

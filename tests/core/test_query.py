@@ -1,3 +1,4 @@
+import datetime as dt
 import shutil
 
 import pytest
@@ -51,10 +52,11 @@ def test_time_limit_interrupts_a_long_query(tmp_path):
         lake.execute("SELECT count(*) FROM range(10000000000) a", timeout_s=0.2)
 
 
-def test_timestamps_are_utc(small_lake):
+def test_timestamps_are_utc(small_lake, los_angeles):
+    """On a host in Los Angeles a DuckDB session starts there: midnight UTC would read 2026-10-31 17:00:00-07."""
     with Lake(small_lake) as lake:
-        (row,) = lake.execute("SELECT min(ts)::VARCHAR FROM gpu_samples").rows
-        assert row[0] == "2026-11-01 00:00:00+00"
+        (row,) = lake.execute("SELECT min(ts)::VARCHAR, min(ts)::DATE, hour(min(ts)) FROM gpu_samples").rows
+        assert row == ("2026-11-01 00:00:00+00", dt.date(2026, 11, 1), 0)
 
 
 def _defined(lake):

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from gpuledger.cli import main
 from gpuledger.errors import QueryError
 from gpuledger.lake import table_files
-from gpuledger.query import Lake
+from gpuledger.query import Lake, Snapshot
 
 
 def _tree(root: Path) -> dict[str, tuple]:
@@ -34,7 +34,7 @@ def _tree(root: Path) -> dict[str, tuple]:
 
 
 def _forms(lake: Path, outside: Path) -> list[str]:
-    decision_file = table_files(lake, "decisions")[0]
+    decision_file = lake / table_files(lake, "decisions")[0]
     writes = [
         f"COPY (SELECT 1 AS x) TO '{decision_file}' (FORMAT parquet)",
         f"COPY decisions TO '{decision_file}' (FORMAT parquet)",
@@ -84,7 +84,7 @@ def test_no_statement_form_writes_a_file_or_reads_outside_the_lake(analysed_lake
     outside.mkdir()
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    shutil.copy(table_files(lake, "decisions")[0], outside / "other.parquet")
+    shutil.copy(lake / table_files(lake, "decisions")[0], outside / "other.parquet")
     with Lake(lake) as q:
         decisions = q.execute("SELECT * FROM decisions ORDER BY ALL").rows
     before = _tree(tmp_path)
@@ -143,7 +143,7 @@ def test_the_cli_refuses_a_write_in_one_line(analysed_lake, tmp_path):
     lake = tmp_path / "lake"
     shutil.copytree(analysed_lake, lake)
     before = _tree(tmp_path)
-    target = table_files(lake, "decisions")[0]
+    target = lake / table_files(lake, "decisions")[0]
     r = CliRunner().invoke(main, ["sql", "--lake", str(lake), f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{target}'"])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.output.startswith("Error: query error: only read-only queries are allowed") and r.output.count("\n") == 1
@@ -154,3 +154,22 @@ def test_a_refused_export_creates_no_folder(small_lake, tmp_path):
     with Lake(small_lake) as q, pytest.raises(QueryError, match="refused"):
         q.execute(f"EXPORT DATABASE '{tmp_path / 'export'}'")
     assert not (tmp_path / "export").exists()
+
+
+def test_a_file_in_duckdbs_temp_folder_cannot_be_read(small_lake, tmp_path, monkeypatch):
+    """DuckDB allows its temp folder (`<cwd>/.tmp/` by default) beside the lake by itself, so a file placed there was
+    read (issue 22). No session of the helper has one: nothing but the lake is readable, there too."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / ".tmp" / "secret.csv").write_text("a\n1\n")
+    reads = [f"SELECT * FROM read_csv('{p}')" for p in (".tmp/secret.csv", tmp_path / ".tmp" / "secret.csv")]
+    snapshot = Snapshot([])
+    with Lake(small_lake) as lake:
+        for session in (lake, snapshot):
+            assert session.execute("SELECT current_setting('temp_directory') AS t").rows == [("",)]
+            for read in reads:
+                with pytest.raises(QueryError, match="refused: queries read the lake only"):
+                    session.execute(read)
+    snapshot.retire()
+    r = CliRunner().invoke(main, ["sql", "--lake", str(small_lake), reads[0]])
+    assert r.exit_code == 1 and r.output.startswith("Error: query error: refused: queries read the lake only")

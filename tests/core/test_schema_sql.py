@@ -9,7 +9,8 @@ import pytest
 
 from gpuledger import schema, schema_sql
 from gpuledger.lake import LakeWriter
-from gpuledger.query import Lake, duckdb_type, sql_files
+from gpuledger.query import Lake, sql_files
+from gpuledger.schema_sql import duckdb_type
 
 from builders import at, job_state, write_rows
 

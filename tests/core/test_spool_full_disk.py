@@ -100,7 +100,8 @@ def test_collector_under_a_file_size_limit(tmp_path):
     check_collector(under_a_file_size_limit("collector", tmp_path))
 
 
-def test_webhook_on_a_full_tmpfs(tmpfs):
+def test_webhook_on_a_full_tmpfs(tmpfs, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmpfs / "state"))  # the audit spool, outside the lake, on the tmpfs
     # Nothing left but the rest of the segment's last page: a decision or so fits, the next one is cut short.
     fill, free = filler(tmpfs, leave_bytes=0)
     check_webhook(full_disk.webhook_scenario(tmpfs / "lake", fill, free))

@@ -72,12 +72,31 @@ def test_no_route_writes(dash_lake):
     assert before == after
 
 
+def _ids(tree) -> set[str]:
+    """The ids of every component in a rendered layout (Dash's JSON: {type, namespace, props: {id, children}})."""
+    if isinstance(tree, list):
+        return set().union(*map(_ids, tree)) if tree else set()
+    if not isinstance(tree, dict):
+        return set()
+    props = tree.get("props", {})
+    return ({props["id"]} if isinstance(props.get("id"), str) else set()) | _ids(props.get("children"))
+
+
 def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
+    """Each page draws itself under its own title: its figures on the analysed lake, its no-data note on a lake
+    that does not exist (the enforcement page's on both: the analysed lake has no admission decisions)."""
     for lake in (dash_lake, tmp_path / "missing"):
         app = create_app(lake)
         for page in PAGES:
             r = _render(app, page.PATH, "?model=NVIDIA+H100+80GB+HBM3")
             assert r.status_code == 200, (lake, page.PATH, r.data[:300])
+            content = r.json["response"]["page"]["children"]["props"]["children"]
+            assert content[0]["props"]["children"] == page.NAME
+            ids = _ids(content)
+            empty = lake != dash_lake or page.PATH == "/enforcement"
+            assert ("no-data" in ids) == empty, (lake, page.PATH)
+            if not empty:  # figures or tables drawn from the lake
+                assert len(ids) >= 3, (page.PATH, ids)
 
 
 def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):

@@ -3,6 +3,7 @@ the filters change the figures and live in the URL, and a number on each page eq
 
 import datetime as dt
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -194,6 +195,19 @@ def test_enforcement_page_once_decisions_exist(dash_duo, dash_lake, tmp_path):
     assert dash_duo.get_logs() == []
 
 
-def test_readme_shows_a_screenshot():
-    assert (REPO / "docs" / "screenshots" / "capacity.png").exists()
-    assert "docs/screenshots/capacity.png" in (REPO / "README.md").read_text()
+def test_the_docs_show_a_screenshot_of_every_page():
+    """Each page has the screenshot `GPULEDGER_SCREENSHOTS=docs/screenshots` saves for it (named for the page, so a
+    renamed page without a new one fails), each a PNG the browser drew: its header gives the window's width,
+    1400 (tests/conftest.py's --window-size). Every screenshot the README and docs/ show is one of them."""
+    shots = REPO / "docs" / "screenshots"
+    for page in PAGES:
+        data = (shots / f"{page.NAME.lower()}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", page.NAME
+        assert data[12:16] == b"IHDR" and int.from_bytes(data[16:20], "big") == 1400, page.NAME
+    readme = (REPO / "README.md").read_text()
+    assert "](docs/screenshots/capacity.png)" in readme
+    shown = [REPO / m for m in re.findall(r"\]\((docs/screenshots/[^)]+)\)", readme)]
+    for doc in (REPO / "docs").glob("*.md"):
+        shown += [doc.parent / m for m in re.findall(r"\]\((screenshots/[^)]+)\)", doc.read_text())]
+    assert len(shown) >= 3
+    assert [p for p in shown if p.resolve().parent != shots or not p.is_file()] == []

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from gpuledger.lake import scan
+from gpuledger.spool import default_dir
 
 CONFIG = """
 [collector]
@@ -92,8 +93,8 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert steps_s.filter(pl.col("ts") == 300).height in (4 * 13, 4 * 14, 4 * 15)
     assert live.height >= 4 * 5  # several live scrapes of 4 GPUs, all flushed on Ctrl-C
     assert scan(lake, "gpu_hourly").collect().height > 0  # the periodic analytics ran
-    assert list((lake / "_spool" / "uptest").glob("seg-*.wal")) == [] or all(
-        f.stat().st_size == 0 for f in (lake / "_spool" / "uptest").glob("seg-*.wal")
+    assert list(default_dir(str(lake), "uptest").glob("seg-*.wal")) == [] or all(
+        f.stat().st_size == 0 for f in default_dir(str(lake), "uptest").glob("seg-*.wal")
     )
 
     # A second start continues the same fleet: no new backfill, a catch-up of the gap instead.

@@ -23,7 +23,6 @@ import pytest
 from s3_server import free_port
 
 from gpuledger.lake import scan
-from gpuledger.lake_url import S3Location
 
 from builders import page_request
 
@@ -166,7 +165,7 @@ def test_up_on_an_s3_lake_backfills_analyses_serves_and_stops_cleanly(moto_serve
 
     # Everything flushed: the backfill's steps plus every live scrape of the 4 GPUs, read by polars and DuckDB
     # alike, no sample twice.
-    samples = scan(S3Location(bucket, "x"), "gpu_samples").collect()
+    samples = scan(lake, "gpu_samples").collect()
     assert samples.height in {GPUS * (b + scrapes) for b in BACKFILL_STEPS}, (samples.height, scrapes)
     assert samples.select("ts", "gpu_uuid").is_duplicated().sum() == 0
     assert _sql(lake, "SELECT count(*) AS n FROM gpu_samples", env)["n"][0] == samples.height

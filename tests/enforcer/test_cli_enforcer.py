@@ -9,6 +9,7 @@ import time
 
 from gpuledger.config import TENANT_LABEL
 from gpuledger.query import Lake
+from gpuledger.spool import default_dir
 
 from builders import serve_enforcer, stop_enforcer
 from conftest import REPO
@@ -86,7 +87,7 @@ def test_serve_answers_over_tls_and_audits_into_the_lake(analysed_lake, tmp_path
             (RAW["request"]["uid"], "r1", "allow", None),
             ("u-lab", "r1", "deny", "vision"),
         ]
-    assert not [f for f in (lake / "_spool" / "webhook-r1").glob("seg-*.wal") if f.stat().st_size]
+    assert not [f for f in default_dir(str(lake), "webhook-r1").glob("seg-*.wal") if f.stat().st_size]
 
 
 def test_serve_without_a_cluster_says_labels_are_not_watched(tmp_path):
@@ -114,7 +115,7 @@ def test_kill_9_loses_no_decision(analysed_lake, tmp_path):
         rows = q.execute("SELECT uid, node FROM admission_decisions ORDER BY uid").rows
     assert rows == sorted((uid, "doomed") for uid in uids)
     # replayed and its segments removed; LOCK stays (removing a LOCK another replica may have open is a race)
-    assert sorted(f.name for f in (lake / "_spool" / "webhook-doomed").iterdir()) == ["LOCK"]
+    assert sorted(f.name for f in default_dir(str(lake), "webhook-doomed").iterdir()) == ["LOCK"]
 
 
 def test_serve_without_the_kubernetes_client_installed(tmp_path):

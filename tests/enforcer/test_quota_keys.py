@@ -82,13 +82,15 @@ def test_the_commands_read_the_models_under_the_lakes_read_lock(cli, lake, tmp_p
     """An analytics run or compaction may replace the files the quota check reads: it holds the read lock."""
     import os
 
-    from gpuledger import lake_lock
     from gpuledger.analytics import decisions
+    from gpuledger.store import local_lock as lake_lock
+    from gpuledger.store import open_store
 
     held = []
 
-    def spy(path, *_):
-        held.append(lake_lock._held.__dict__.get("depth", {}).get(os.path.abspath(path), 0) > 0)
+    def spy(lake, *_):
+        folder = os.path.abspath(open_store(lake).folder)
+        held.append(lake_lock._held.__dict__.get("depth", {}).get(folder, 0) > 0)
         raise SystemExit(9)  # stop the command here: only the check's read is under test
 
     monkeypatch.setattr(decisions, "known_models", spy)

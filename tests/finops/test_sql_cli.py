@@ -3,7 +3,6 @@
 import datetime as dt
 import resource
 import signal
-import time
 from pathlib import Path
 
 import duckdb
@@ -70,18 +69,6 @@ def test_views_script_loads_every_view_in_a_plain_duckdb_session(small_lake, tmp
     assert con.execute("SELECT count(*) FROM gpu_samples").fetchone()[0] == n > 0
     # A table with no files yet (no admission decisions in a simulated lake) is an empty view of the right shape.
     assert con.execute("SELECT count(*) FROM admission_decisions").fetchone()[0] == 0
-
-
-@pytest.fixture
-def los_angeles(monkeypatch):
-    """The host's local time zone is Los Angeles (UTC-7, then -8 from Nov 1), so a new DuckDB session starts in
-    it, as on a laptop there. Without it a UTC host passes a zone test whatever the code does (issue 14, item 6)."""
-    monkeypatch.setenv("TZ", "America/Los_Angeles")
-    time.tzset()
-    assert duckdb.connect().execute("SELECT current_setting('TimeZone')").fetchone() == ("America/Los_Angeles",)
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_views_give_utc_months_and_days_whatever_the_session_time_zone(analysed_lake, tmp_path, los_angeles):
@@ -164,9 +151,10 @@ def test_a_lake_that_is_not_there_is_named_not_read_as_empty(tmp_path, monkeypat
     missing = tmp_path / "no" / "such"
     _one_line_error(cli("sql", "--lake", missing, "SELECT count(*) FROM jobs"), f"no lake at {missing}: the folder")
     _one_line_error(cli("views", "--lake", missing), f"no lake at {missing}: the folder does not exist")
-    # From a folder with no lake in it, by default.
-    _one_line_error(cli("sql", "SELECT count(*) FROM jobs"), "no lake at gpuledger-data: the folder does not exist")
-    _one_line_error(cli("views"), "no lake at gpuledger-data")
+    # From a folder with no lake in it, by default: named whole, so the person sees which folder was looked at.
+    default = tmp_path / "gpuledger-data"
+    _one_line_error(cli("sql", "SELECT count(*) FROM jobs"), f"no lake at {default}: the folder does not exist")
+    _one_line_error(cli("views"), f"no lake at {default}")
     (tmp_path / "notes.txt").write_text("not a lake")
     _one_line_error(cli("sql", "--lake", tmp_path, "SELECT 1"), "holds none of the lake's tables")
     (tmp_path / "project" / "__pycache__").mkdir(parents=True)  # a "_" folder that is not gpuledger's (review)

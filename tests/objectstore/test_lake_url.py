@@ -1,6 +1,6 @@
-"""Lake locations (gpuledger/lake_url.py) without a server: a local path stays the Path it always was, s3:// is a
-bucket and prefix, any other scheme is one line naming the value, and the AWS settings come from the environment or
-the shared files' profile as the SDKs read them."""
+"""Lake locations (gpuledger.store.open_store, gpuledger/store/s3.py) without a server: a local path is a folder,
+s3:// is a bucket and prefix, any other scheme is one line naming the value, and the AWS settings come from the
+environment or the shared files' profile as the SDKs read them."""
 
 from __future__ import annotations
 
@@ -9,25 +9,29 @@ from pathlib import Path
 import pytest
 
 from gpuledger import config as config_mod
-from gpuledger import lake_url
 from gpuledger.errors import ConfigError, LakeError
 from gpuledger.lake import LakeWriter
-from gpuledger.lake_url import S3Location
+from gpuledger.store import open_store
+from gpuledger.store import s3 as store_s3
+from gpuledger.store.local import LocalStore
+from gpuledger.store.s3 import S3Location, S3Store
 
 
-def test_local_paths_stay_paths():
-    assert lake_url.parse("data/lake") == Path("data/lake")
-    assert lake_url.parse(Path("/srv/lake")) == Path("/srv/lake")
-    assert LakeWriter(Path("/srv/lake")).root == Path("/srv/lake")
-    assert LakeWriter("rel").root == Path("rel")
+def test_local_paths_are_local_folders():
+    assert open_store("data/lake") == LocalStore(Path("data/lake"))
+    assert open_store("data/lake").folder == Path.cwd() / "data/lake"  # the same lake from any working folder
+    assert open_store(Path("/srv/lake")).folder == Path("/srv/lake")
+    assert LakeWriter(Path("/srv/lake")).root.folder == Path("/srv/lake")
+    assert LakeWriter("rel").root.folder == Path.cwd() / "rel"
 
 
 def test_s3_urls_are_a_bucket_and_a_prefix():
-    loc = lake_url.parse("s3://my-lake/fleet/eu/")
-    assert loc == S3Location("my-lake", "fleet/eu")
-    assert str(loc) == "s3://my-lake/fleet/eu"
-    assert str(loc / "gpu_samples" / "date=2026-11-01") == "s3://my-lake/fleet/eu/gpu_samples/date=2026-11-01"
-    assert str(lake_url.parse("s3://my-lake") / "nodes") == "s3://my-lake/nodes"
+    store = open_store("s3://my-lake/fleet/eu/")
+    assert isinstance(store, S3Store) and store.loc == S3Location("my-lake", "fleet/eu")
+    assert str(store) == "s3://my-lake/fleet/eu"
+    assert store.url("gpu_samples/date=2026-11-01") == "s3://my-lake/fleet/eu/gpu_samples/date=2026-11-01"
+    assert str(store.loc / "gpu_samples" / "date=2026-11-01") == "s3://my-lake/fleet/eu/gpu_samples/date=2026-11-01"
+    assert open_store("s3://my-lake").url("nodes") == "s3://my-lake/nodes"
 
 
 @pytest.mark.parametrize(
@@ -41,14 +45,14 @@ def test_s3_urls_are_a_bucket_and_a_prefix():
 )
 def test_a_bad_lake_url_is_one_line_naming_it(value, words):
     with pytest.raises(LakeError, match="^lake ") as e:
-        lake_url.parse(value)
+        open_store(value)
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def test_the_cli_and_the_config_take_an_s3_lake_and_refuse_other_schemes(cli, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[lake]\npath = "s3://lake-a/p"\n')
-    assert config_mod.load(cfg).lake.path == S3Location("lake-a", "p")
+    assert open_store(config_mod.load(cfg).lake.path).loc == S3Location("lake-a", "p")
     cfg.write_text('[lake]\npath = "ftp://host/lake"\n[collector]\nspool_dir = "s3://lake-a/spool"\n')
     with pytest.raises(ConfigError) as e:
         config_mod.load(cfg)
@@ -69,8 +73,8 @@ def test_settings_come_from_the_environment_before_the_profile(tmp_path):
         "[default]\nregion = eu-west-1\n[profile ceph]\nregion = ceph-1\nendpoint_url = http://ceph:7480\n"
     )
     env = {"HOME": str(tmp_path)}
-    assert lake_url.aws_settings(env) == lake_url.AwsSettings(None, "eu-west-1", "AKIADEFAULT", "s1", None)
-    prof = lake_url.storage_options(env | {"AWS_PROFILE": "ceph"})
+    assert store_s3.aws_settings(env) == store_s3.AwsSettings(None, "eu-west-1", "AKIADEFAULT", "s1", None)
+    prof = store_s3.storage_options(env | {"AWS_PROFILE": "ceph"})
     assert prof == {
         "connect_timeout": "2s",
         "timeout": "60s",
@@ -89,25 +93,28 @@ def test_settings_come_from_the_environment_before_the_profile(tmp_path):
         "AWS_ENDPOINT_URL": "https://minio:9000",
         "AWS_REGION": "us-east-2",
     }
-    assert lake_url.aws_settings(over) == lake_url.AwsSettings("https://minio:9000", "us-east-2", "AKIAENV", "s3", None)
+    assert store_s3.aws_settings(over) == store_s3.AwsSettings("https://minio:9000", "us-east-2", "AKIAENV", "s3", None)
     with pytest.raises(LakeError, match=r"^AWS_PROFILE 'nope' is in neither .*credentials nor .*config$"):
-        lake_url.aws_settings(env | {"AWS_PROFILE": "nope"})
+        store_s3.aws_settings(env | {"AWS_PROFILE": "nope"})
 
 
 def test_the_spool_of_an_s3_lake_is_on_local_disk(tmp_path):
-    assert lake_url.default_spool_dir(Path("/srv/lake"), "n1") == Path("/srv/lake/_spool/n1")  # as before
+    # The default spool (gpuledger.cli: collector.spool_dir unset) is the store's machine folder "spool" / node.
+    local = open_store(Path("/srv/lake")).machine_folder("spool", {"XDG_STATE_HOME": "/var/lib/st"})
+    assert local / "n1" == Path("/var/lib/st/gpuledger/spool/local/srv/lake/n1")  # outside the lake, as S3's
     s3 = S3Location("lake-a", "eu/p")
-    assert lake_url.default_spool_dir(s3, "n1", {"XDG_STATE_HOME": "/var/lib/st"}) == Path(
+    assert S3Store(s3, {"XDG_STATE_HOME": "/var/lib/st"}).machine_folder("spool") / "n1" == Path(
         "/var/lib/st/gpuledger/spool/s3/lake-a/eu/p/n1"
     )
-    assert lake_url.default_spool_dir(s3, "n1", {"HOME": "/home/u"}) == Path(
+    assert S3Store(s3, {"HOME": "/home/u"}).machine_folder("spool") / "n1" == Path(
         "/home/u/.local/state/gpuledger/spool/s3/lake-a/eu/p/n1"
     )
 
 
 def test_a_store_failure_is_named_by_what_it_is():
-    """lake_url.explain on the texts obstore and polars gave for real failures (against moto, in this repo's tests)."""
-    from gpuledger.lake_url import StoreUnreachable, explain
+    """store.s3.explain on the texts obstore and polars gave for real failures (against moto, in this repo's tests)."""
+    from gpuledger.store import StoreUnreachable
+    from gpuledger.store.s3 import explain
 
     env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}
     lake = S3Location("lake-a", "p")

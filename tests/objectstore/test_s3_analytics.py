@@ -29,14 +29,14 @@ import obstore
 import pytest
 from s3_server import download, upload
 
-from gpuledger import lake_url
 from gpuledger.collector import sources
 from gpuledger.collector.runner import Collector
 from gpuledger.config import SimConfig, defaults
 from gpuledger.lake import LakeWriter
-from gpuledger.lake_url import S3Location
 from gpuledger.schema import DERIVED_TABLES
 from gpuledger.spool import Spool
+from gpuledger.store import open_store
+from gpuledger.store.s3 import S3Store
 
 from builders import differences
 
@@ -94,13 +94,14 @@ def _iso(t_s: float) -> str:
     return dt.datetime.fromtimestamp(t_s, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _keys(lake: S3Location) -> set[str]:
-    store = lake_url.object_store(lake)
-    return {m["path"][len(lake.key) + 1 :] for batch in obstore.list(store, prefix=f"{lake.key}/") for m in batch}
+def _keys(lake: S3Store) -> set[str]:
+    """Every object under the lake's prefix, relative to it (one LIST: merged and state objects too)."""
+    prefix = f"{lake.loc.key}/"
+    return {m["path"][len(prefix) :] for batch in obstore.list(lake.client(), prefix=prefix) for m in batch}
 
 
-def _get(lake: S3Location, rel: str) -> bytes | None:
-    return lake_url.read_bytes(lake / rel)
+def _get(lake: S3Store, rel: str) -> bytes | None:
+    return lake.get(rel)
 
 
 def _analyze(lake, until_s: float, env: dict, config: Path | None = None, **kw):
@@ -115,7 +116,7 @@ def _ok(r: subprocess.CompletedProcess) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def _analyze_both(lake: S3Location, local: Path, until_s: float, env: dict, config: Path | None = None) -> None:
+def _analyze_both(lake: S3Store, local: Path, until_s: float, env: dict, config: Path | None = None) -> None:
     """The bucket and the local lake analysed at once (the S3 run mostly waits on the server)."""
     runs = [_analyze(root, until_s, env, config, background=True) for root in (lake, local)]
     for p in runs:
@@ -136,7 +137,7 @@ def _files(root: Path, table: str) -> list[str]:
     return sorted(str(p) for p in (root / table).glob("date=*/*.parquet"))
 
 
-def _same_as_local(lake: S3Location, local: Path, copy: Path) -> dict[str, int]:
+def _same_as_local(lake: S3Store, local: Path, copy: Path) -> dict[str, int]:
     """Downloads the bucket's derived tables into `copy` and compares them with the local lake's: the same keys, the
     same rows. Returns each derived table's rows."""
     got = download(lake, copy, keep=_derived)
@@ -179,7 +180,7 @@ def raw_lake(tmp_path_factory) -> Path:
 
 
 def test_analyze_on_s3_writes_what_a_local_lake_gets_run_after_run(s3, env, tmp_path):
-    lake, local = S3Location(s3.bucket, PREFIX), tmp_path / "local"
+    lake, local = open_store(f"s3://{s3.bucket}/{PREFIX}"), tmp_path / "local"
     fleet = SimFleet(lake, tmp_path / "spool")
     try:
         until = fleet.advance(HOURS)
@@ -210,11 +211,11 @@ def test_analyze_on_s3_writes_what_a_local_lake_gets_run_after_run(s3, env, tmp_
 
 
 def test_a_live_lease_refuses_a_second_run_and_nothing_derived_is_written(s3, env, raw_lake):
-    lake = S3Location(s3.bucket, PREFIX)
+    lake = open_store(f"s3://{s3.bucket}/{PREFIX}")
     assert upload(raw_lake, lake) > 10
     until = T0 + HOURS * 3600
     lease = json.dumps({"holder": "someone-else", "expires_at_s": time.time() + 3600}).encode()
-    obstore.put(lake_url.object_store(lake), (lake / LEASE).key, lease)
+    lake.put(LEASE, lease)
 
     line = _refusal(_analyze(lake, until, env))
     assert "someone-else" in line and LEASE in line, line
@@ -222,7 +223,7 @@ def test_a_live_lease_refuses_a_second_run_and_nothing_derived_is_written(s3, en
     assert not [k for k in keys if _derived(k)] and MANIFEST not in keys, sorted(keys)
     assert _get(lake, LEASE) == lease  # left as it was
 
-    obstore.delete(lake_url.object_store(lake), (lake / LEASE).key)
+    lake.delete([LEASE])
     _ok(_analyze(lake, until, env))
     keys = _keys(lake)
     assert MANIFEST in keys and LEASE not in keys
@@ -232,7 +233,7 @@ def test_a_live_lease_refuses_a_second_run_and_nothing_derived_is_written(s3, en
 def test_a_run_killed_mid_way_holds_the_lease_until_it_expires_then_a_rerun_writes_an_uninterrupted_runs_tables(
     s3, env, raw_lake, tmp_path
 ):
-    lake, local = S3Location(s3.bucket, PREFIX), tmp_path / "local"
+    lake, local = open_store(f"s3://{s3.bucket}/{PREFIX}"), tmp_path / "local"
     upload(raw_lake, lake)
     shutil.copytree(raw_lake, local)
     until = T0 + HOURS * 3600

@@ -12,8 +12,7 @@ import time
 import obstore
 from s3_server import MotoServer, download, upload
 
-from gpuledger import lake_url
-from gpuledger.lake_url import S3Location
+from gpuledger.store import open_store
 
 from builders import END, assert_same_lake, make_lake
 
@@ -33,10 +32,10 @@ def test_the_store_lost_mid_run_is_one_line_and_the_next_run_recovers(moto_serve
     with MotoServer(moto_server.python) as srv:  # its own server: this one is stopped mid-run
         srv.create_bucket("lake-out")
         env = os.environ | srv.env() | {"XDG_STATE_HOME": str(tmp_path / "state")}
-        lake = S3Location("lake-out", "p")
+        lake = open_store("s3://lake-out/p")
         os.environ.update(srv.env())  # for upload, download and the listing below, in this process
         upload(raw, lake)
-        store = lake_url.object_store(lake)
+        store = lake.client()
         p = _analyze(str(lake), cfg, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # Once the first derived objects are in, the run has the job-level tables and the snapshot still to do.
         deadline = time.monotonic() + 120

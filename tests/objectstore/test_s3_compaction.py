@@ -1,6 +1,6 @@
-"""`gpuledger compact` on an object-store lake (gpuledger/compaction_s3.py): a closed day's objects become one, the
-open day is left alone, and a reader listing at any step of it (record written, output written, inputs deleted one
-by one, a compactor dying mid-way) reads every row once."""
+"""`gpuledger compact` on an object-store lake (gpuledger/store/s3_compaction.py): a closed day's objects become one,
+the open day is left alone, and a reader listing at any step of it (record written, output written, inputs deleted
+one by one, a compactor dying mid-way) reads every row once."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import time
 
 import pytest
 
-from gpuledger import compaction_s3, lake_url, schema
+from gpuledger import schema
 from gpuledger.collector import sources
 from gpuledger.compaction import compact
 from gpuledger.config import SimConfig, defaults
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, scan, table_files
-from gpuledger.lake_url import live
 from gpuledger.spool import records_to_frames
+from gpuledger.store import open_store, s3_compaction
+from gpuledger.store.s3 import live
 
 T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
 CLOSED, OPEN = dt.date(2026, 10, 31), dt.date(2026, 11, 1)
@@ -55,15 +56,15 @@ def _fill(root, tmp_path) -> int:
 
 
 def _day(root, date: dt.date) -> list[str]:
-    return [f.name for f in table_files(root, "gpu_samples") if f"date={date}" in f.key]
+    return [key.rsplit("/", 1)[-1] for key in table_files(root, "gpu_samples") if f"date={date}" in key]
 
 
 def test_compact_merges_the_closed_day_and_keeps_every_row(s3, tmp_path, cli):
-    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    root = open_store(f"s3://{s3.bucket}/p")
     rows = _fill(root, tmp_path)
     before = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
     assert before.height == rows and len(_day(root, CLOSED)) == 3 and len(_day(root, OPEN)) == 3
-    closed = {t: [f for f in table_files(root, t) if f"date={CLOSED}" in f.key] for t in schema.TABLES}
+    closed = {t: [key for key in table_files(root, t) if f"date={CLOSED}" in key] for t in schema.TABLES}
     merged = {t: len(fs) for t, fs in closed.items() if len(fs) > 1}
     assert merged["gpu_samples"] == 3
     report = compact(root, today=OPEN, grace_days=1)
@@ -89,29 +90,30 @@ def _selector(bucket):
 
 
 def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3, tmp_path, monkeypatch):
-    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    root = open_store(f"s3://{s3.bucket}/p")
     _fill(root, tmp_path)
     want = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
-    monkeypatch.setattr(compaction_s3, "KEEP_INPUTS_S", 0)  # inputs deleted in the same pass: each step seen
+    monkeypatch.setattr(s3_compaction, "KEEP_INPUTS_S", 0)  # inputs deleted in the same pass: each step seen
     seen = []
-    real_delete = compaction_s3._delete
+    real_delete = s3_compaction._delete
 
-    def one_by_one_then_die(objs):
-        for o in objs:
+    def one_by_one_then_die(store, keys):
+        for key in keys:
+            name = key.rsplit("/", 1)[-1]
             got = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
-            seen.append((o.name, got.height))
-            assert got.equals(want), f"before deleting {o.name}"
-            real_delete([o])
-            if "gpu_samples" in o.key and len(seen) == 2:
+            seen.append((name, got.height))
+            assert got.equals(want), f"before deleting {name}"
+            real_delete(store, [key])
+            if "gpu_samples" in key and len(seen) == 2:
                 raise LakeError("the compactor dies here")
 
-    monkeypatch.setattr(compaction_s3, "_delete", one_by_one_then_die)
+    monkeypatch.setattr(s3_compaction, "_delete", one_by_one_then_die)
     with pytest.raises(LakeError, match="dies here"):
         compact(root, today=OPEN, grace_days=1)
     assert len(seen) == 2  # output written, then one input deleted: both read every row once
     assert len(_day(root, CLOSED)) == 1  # the output alone, though two inputs are still there
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
-    monkeypatch.setattr(compaction_s3, "_delete", real_delete)
+    monkeypatch.setattr(s3_compaction, "_delete", real_delete)
     report = compact(root, today=OPEN, grace_days=1)
     assert report.retired == 1  # the dead compactor's inputs deleted
     left = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket))]
@@ -125,11 +127,11 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
 def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_path, monkeypatch):
     """The inputs outlive the merge by KEEP_INPUTS_S: a query, a dashboard snapshot or an analytics scan that listed
     the day before the output existed reads what it listed (deleted at once, its GET failed with no such key)."""
-    root = lake_url.parse(f"s3://{s3.bucket}/p")
+    root = open_store(f"s3://{s3.bucket}/p")
     _fill(root, tmp_path)
     listed = scan(root, "gpu_samples")  # the objects are listed now, read at collect()
     want = listed.collect().sort("ts", "gpu_uuid")
-    monkeypatch.setattr(compaction_s3, "KEEP_INPUTS_S", 1.0)
+    monkeypatch.setattr(s3_compaction, "KEEP_INPUTS_S", 1.0)
     report = compact(root, today=OPEN, grace_days=1)
     assert report.partitions >= 1 and report.retired == 0
     assert listed.collect().sort("ts", "gpu_uuid").equals(want)  # every input it listed is still there

@@ -10,15 +10,15 @@ import pytest
 from s3_server import upload
 
 from gpuledger.dashboards.app import PAGES, create_app
-from gpuledger.lake_url import S3Location
 from gpuledger.query import Lake
+from gpuledger.store import Store, open_store
 
 from builders import page_request
 
 
 @pytest.fixture
-def s3_lake(s3, analysed_lake) -> S3Location:
-    lake = S3Location(s3.bucket, "dash")
+def s3_lake(s3, analysed_lake) -> Store:
+    lake = open_store(f"s3://{s3.bucket}/dash")
     upload(analysed_lake, lake)
     return lake
 

@@ -14,7 +14,7 @@ from s3_server import download, upload
 from gpuledger.analytics import runner
 from gpuledger.analytics.runner import TELEMETRY, run, watermark
 from gpuledger.errors import ClusterError
-from gpuledger.lake_url import S3Location
+from gpuledger.store import open_store
 
 from builders import assert_same_lake
 from conftest import END, make_lake
@@ -31,7 +31,7 @@ def s3_cluster(s3, tmp_path, monkeypatch):
 def test_a_cluster_run_on_s3_writes_what_a_local_run_writes(s3, s3_cluster, tmp_path, monkeypatch):
     src = tmp_path / "local"
     make_lake(src, nodes=2, gpus=2, step_s=60, days=2.5)
-    lake = S3Location(s3.bucket, "eu/lake")
+    lake = open_store(f"s3://{s3.bucket}/eu/lake")
     upload(src, lake)
     monkeypatch.setattr(runner, "CHUNK_DAYS", 2)  # two chunks, each put whole
     run(src, until_s=END)
@@ -54,7 +54,7 @@ def test_a_cluster_run_on_s3_writes_what_a_local_run_writes(s3, s3_cluster, tmp_
 def test_workers_that_cannot_reach_the_bucket_fail_the_run_before_it_writes(s3, tmp_path, monkeypatch):
     src = tmp_path / "local"
     make_lake(src, nodes=1, gpus=1, step_s=600, days=1)
-    lake = S3Location(s3.bucket, "eu/lake")
+    lake = open_store(f"s3://{s3.bucket}/eu/lake")
     upload(src, lake)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     # The workers get another endpoint (nothing listens there); the client keeps the right one.

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from s3_server import MotoServer, upload
 
-from gpuledger import lake_url
-from gpuledger.lake_url import S3Location
+from gpuledger.store import open_store
+from gpuledger.store.s3 import S3Store
 
 from builders import serve_enforcer, stop_enforcer
 from conftest import END, REPO
@@ -54,13 +54,13 @@ def stop(p) -> str:
     return stop_enforcer(p, signal.SIGTERM, wait_s=60)
 
 
-def keys(lake: S3Location) -> set[str]:
-    return {o["path"] for batch in obstore.list(lake_url.object_store(lake), prefix=lake.key + "/") for o in batch}
+def keys(lake: S3Store) -> set[str]:
+    return {o["path"] for batch in obstore.list(lake.client(), prefix=lake.loc.key + "/") for o in batch}
 
 
 @pytest.fixture
-def s3_lake(s3, analysed_lake) -> S3Location:
-    lake = S3Location(s3.bucket, "fleet/lake")
+def s3_lake(s3, analysed_lake) -> S3Store:
+    lake = open_store(f"s3://{s3.bucket}/fleet/lake")
     assert upload(analysed_lake, lake) > 20
     return lake
 
@@ -130,7 +130,7 @@ def test_served_on_s3_as_on_the_local_lake_and_the_audit_survives_a_store_outage
         srv.create_bucket("lake-hook")
         for k, v in srv.env().items():
             monkeypatch.setenv(k, v)
-        lake = S3Location("lake-hook", "p")
+        lake = open_store("s3://lake-hook/p")
         upload(analysed_lake, lake)
         p, client = serve(tmp_path, str(lake), "r1", env | srv.env())
         try:
@@ -178,7 +178,7 @@ def test_stopped_while_the_store_is_down_the_next_start_writes_the_spooled_audit
         srv.create_bucket("lake-down")
         for k, v in srv.env().items():
             monkeypatch.setenv(k, v)
-        lake = S3Location("lake-down", "p")
+        lake = open_store("s3://lake-down/p")
         upload(analysed_lake, lake)
         p, client = serve(tmp_path, str(lake), "r1", env | srv.env())
         try:

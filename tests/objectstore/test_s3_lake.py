@@ -18,14 +18,14 @@ import polars as pl
 import pytest
 from s3_server import MotoServer, free_port
 
-from gpuledger import lake_url
 from gpuledger.collector import sources
 from gpuledger.collector.runner import Collector
 from gpuledger.config import load
 from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, frame_from_columns, scan, table_files
-from gpuledger.lake_url import StoreUnreachable
 from gpuledger.spool import Spool
+from gpuledger.store import StoreUnreachable, open_store
+from gpuledger.store import s3 as store_s3
 
 TABLES = ("gpu_samples", "gpu_processes", "nodes", "health_events")
 CONFIG = """
@@ -69,7 +69,7 @@ def test_the_server_takes_more_requests_than_a_pipe_holds_and_30_file_scans(moto
     with MotoServer(moto_server.python) as srv:
         srv.create_bucket("lake-pipe")
         # a stalled server fails the test instead of hanging it
-        opts = lake_url.storage_options(os.environ | srv.env()) | {"timeout": "20s", "max_retries": 0}
+        opts = store_s3.storage_options(os.environ | srv.env()) | {"timeout": "20s", "max_retries": 0}
         for round_ in range(16):  # 16 x (30 writes + a 30-file scan): past the ~760 requests a pipe took
             for i in range(30):
                 frame.write_parquet(f"s3://lake-pipe/t/r{round_}/part-n{i}.parquet", storage_options=opts)
@@ -86,7 +86,7 @@ def test_a_flush_writes_the_same_rows_as_to_a_local_lake(s3, tmp_path):
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text(CONFIG)
     batches = _sim_batches(load(cfg_path), tmp_path)
-    local, remote = tmp_path / "lake", lake_url.parse(f"s3://{s3.bucket}/fleet/eu")
+    local, remote = tmp_path / "lake", open_store(f"s3://{s3.bucket}/fleet/eu")
     for root, spool_dir in ((local, tmp_path / "spool-l"), (remote, tmp_path / "spool-s")):
         spool, writer = Spool(spool_dir, "n1"), LakeWriter(root)
         writer.init()
@@ -103,7 +103,7 @@ def test_a_flush_writes_the_same_rows_as_to_a_local_lake(s3, tmp_path):
         got = scan(remote, table).collect()
         assert want.height > 0 or table == "health_events"
         assert got.sort(got.columns).equals(want.sort(want.columns)), table
-    keys = [f.key for t in TABLES for f in table_files(remote, t)]
+    keys = [(remote.loc / k).key for t in TABLES for k in table_files(remote, t)]  # the objects' own keys
     assert len(keys) == len(table_files(local, "gpu_samples")) + len(table_files(local, "gpu_processes")) + len(
         table_files(local, "nodes")
     ) + len(table_files(local, "health_events"))
@@ -149,8 +149,8 @@ def test_kill_minus_nine_on_an_s3_lake_loses_nothing(s3, tmp_path):
         assert p.returncode == -signal.SIGKILL, err
         _acks([first, *out.splitlines()], acked)
         for t in TABLES:  # every object a reader can list is a whole Parquet file
-            for f in table_files(lake, t):
-                pl.read_parquet_schema(lake_url.read_bytes(f))
+            for key in table_files(lake, t):
+                pl.read_parquet_schema(open_store(lake).get(key))
     p = _collect(lake, cfg, "--once", env=env)
     out, err = p.communicate()
     assert p.returncode == 0, err
@@ -200,7 +200,7 @@ def test_the_store_stopped_mid_run_and_started_again_loses_and_duplicates_nothin
         assert "flush works again after" in err
         acked: dict[int, int] = defaultdict(int)
         _acks(out.splitlines(), acked)
-        lake = lake_url.parse("s3://lake-restart/p")
+        lake = open_store("s3://lake-restart/p")
         lost, duplicated = _lost_and_duplicated(lake, acked)
     assert len(acked) > 50
     assert lost == {}
@@ -289,8 +289,8 @@ print(json.dumps([k["AccessKeyId"], k["SecretAccessKey"]]))
     return tuple(json.loads(r.stdout))
 
 
-def test_pyarrow_and_polars_read_the_lake_with_the_settings_lake_url_resolves(s3):
-    """The standard AWS variables (set by the s3 fixture) reach every client through lake_url alone."""
+def test_pyarrow_and_polars_read_the_lake_with_the_settings_the_store_resolves(s3):
+    """The standard AWS variables (set by the s3 fixture) reach every client through gpuledger.store.s3 alone."""
     import pyarrow.fs as pafs
 
     writer = LakeWriter(f"s3://{s3.bucket}/p")
@@ -298,11 +298,11 @@ def test_pyarrow_and_polars_read_the_lake_with_the_settings_lake_url_resolves(s3
         "health_events",
         {"ts": [1_793_491_200_000_000], "cluster": ["c"], "node": ["n1"], "kind": ["xid"], "source": ["nvml"]},
     )
-    (obj,) = writer.write("health_events", rows, "n1-1")
-    assert str(obj) == f"s3://{s3.bucket}/p/health_events/date=2026-11-01/part-n1-1.parquet"
-    info = lake_url.pyarrow_filesystem().get_file_info(f"{s3.bucket}/{obj.key}")
+    (key,) = writer.write("health_events", rows, "n1-1")
+    assert writer.store.url(key) == f"s3://{s3.bucket}/p/health_events/date=2026-11-01/part-n1-1.parquet"
+    info = store_s3.pyarrow_filesystem().get_file_info(f"{s3.bucket}/{(writer.store.loc / key).key}")
     assert info.type == pafs.FileType.File and info.size > 0
-    got = pl.read_parquet(str(obj), storage_options=lake_url.storage_options())
+    got = pl.read_parquet(writer.store.url(key), storage_options=writer.store.storage_options)
     assert got["node"].to_list() == ["n1"] and got["kind"].to_list() == ["xid"]
 
 

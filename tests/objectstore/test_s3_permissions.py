@@ -10,7 +10,7 @@ import sys
 import pytest
 from s3_server import MotoServer, upload
 
-from gpuledger.lake_url import S3Location
+from gpuledger.store import open_store
 
 from builders import make_lake
 
@@ -18,7 +18,7 @@ READ = ("s3:ListBucket", "s3:GetObject")
 WRITE = (*READ, "s3:PutObject")
 ALL = (*WRITE, "s3:DeleteObject")
 TO = "2026-11-02T00:00:00Z"  # builders.END
-LAKE = S3Location("lake-perm", "p")
+LAKE = open_store("s3://lake-perm/p")  # each server's own AWS variables, read at each use
 
 
 def _gl(env: dict, *args: str) -> subprocess.CompletedProcess:
@@ -67,7 +67,7 @@ def test_each_component_works_with_the_permissions_the_docs_give_it(
     moto_server, raw, tmp_path, monkeypatch, actions, steps
 ):
     with MotoServer(moto_server.python) as srv:  # its own server: auth stays on
-        srv.create_bucket(LAKE.bucket)
+        srv.create_bucket(LAKE.loc.bucket)
         env = _as_user(srv, raw, tmp_path, monkeypatch, actions, analysed=actions == READ)
         for step in steps:
             r = _gl(env, step[0], "--lake", str(LAKE), *step[1:])
@@ -84,7 +84,7 @@ def test_each_component_works_with_the_permissions_the_docs_give_it(
 )
 def test_one_permission_less_is_one_line_naming_it(moto_server, raw, tmp_path, monkeypatch, actions, step, line):
     with MotoServer(moto_server.python) as srv:
-        srv.create_bucket(LAKE.bucket)
+        srv.create_bucket(LAKE.loc.bucket)
         env = _as_user(srv, raw, tmp_path, monkeypatch, actions, analysed=False)
         r = _gl(env, step[0], "--lake", str(LAKE), *step[1:])
     last = r.stderr.strip().splitlines()[-1]

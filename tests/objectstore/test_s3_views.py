@@ -9,22 +9,22 @@ from __future__ import annotations
 import json
 import math
 
-import obstore
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 from s3_server import upload
 
-from gpuledger import lake_url
 from gpuledger.config import defaults
 from gpuledger.errors import QueryError
-from gpuledger.lake_url import S3Location
 from gpuledger.query import Lake, sql_files
+from gpuledger.store import open_store
+from gpuledger.store.base import parquet_bytes
+from gpuledger.store.s3 import S3Store
 
 
 @pytest.fixture
-def s3_lake(s3, analysed_lake) -> S3Location:
-    lake = S3Location(s3.bucket, "fleet/lake")
+def s3_lake(s3, analysed_lake) -> S3Store:
+    lake = open_store(f"s3://{s3.bucket}/fleet/lake")
     assert upload(analysed_lake, lake) > 20
     return lake
 
@@ -82,7 +82,7 @@ def test_a_view_lists_the_lake_again_for_each_query(s3_lake, analysed_lake):
         before = remote.execute("SELECT count(*) FROM health_events").rows[0][0]
         extra = pl.read_parquet(next(analysed_lake.glob("gpu_samples/date=*/*.parquet")))
         day = next(analysed_lake.glob("gpu_samples/date=*")).name
-        lake_url.write_bytes(s3_lake / "gpu_samples" / day / "part-late.parquet", lake_url.parquet_bytes(extra))
+        s3_lake.put(f"gpu_samples/{day}/part-late.parquet", parquet_bytes(extra))
         n = remote.execute("SELECT count(*) FROM gpu_samples").rows[0][0]
     with Lake(analysed_lake) as local:
         assert n == local.execute("SELECT count(*) FROM gpu_samples").rows[0][0] + extra.height
@@ -190,16 +190,16 @@ def test_gpuledger_sql_on_a_misconfigured_store_is_one_line(cli, moto_server, mo
 
 
 def test_the_views_follow_compactions_merge_records(s3_lake, analysed_lake):
-    """A compaction between its merged object and its inputs' deletion (gpuledger/compaction_s3.py): the views read
-    the merged object instead of its inputs, not both."""
+    """A compaction between its merged object and its inputs' deletion (gpuledger/store/s3_compaction.py): the views
+    read the merged object instead of its inputs, not both."""
     day = next(analysed_lake.glob("gpu_samples/date=*"))
     inputs = sorted(p.name for p in day.glob("*.parquet"))
     assert inputs  # one or more: without the rule the day would count twice
     merged = pl.concat([pl.read_parquet(day / n, hive_partitioning=False) for n in inputs])
-    folder = s3_lake / "gpu_samples" / day.name
-    lake_url.write_bytes(folder / "part-c0123456789abcdef.parquet", lake_url.parquet_bytes(merged))
+    folder = f"gpu_samples/{day.name}"
+    s3_lake.put(f"{folder}/part-c0123456789abcdef.parquet", parquet_bytes(merged))
     record = {"inputs": inputs, "output": "part-c0123456789abcdef.parquet"}
-    lake_url.write_bytes(folder / "part~merged-0123456789abcdef.json", json.dumps(record).encode())
+    s3_lake.put(f"{folder}/part~merged-0123456789abcdef.json", json.dumps(record).encode())
     q = "SELECT count(*), sum(power_w) FROM gpu_samples"
     with Lake(analysed_lake) as local, Lake(s3_lake) as remote:
         want, got = local.execute(q).rows[0], remote.execute(q).rows[0]
@@ -209,7 +209,5 @@ def test_the_views_follow_compactions_merge_records(s3_lake, analysed_lake):
 def test_a_table_emptied_after_its_view_was_defined_reads_no_rows(s3_lake):
     with Lake(s3_lake) as remote:
         assert remote.execute("SELECT count(*) FROM gpu_samples").rows[0][0] > 0
-        store = lake_url.object_store(s3_lake)
-        for obj in lake_url.glob(s3_lake / "gpu_samples", "date=*/*.parquet"):
-            obstore.delete(store, obj.key)
+        s3_lake.delete(list(s3_lake.files("gpu_samples", "date=*/*.parquet")))
         assert remote.execute("SELECT count(*), max(power_w) FROM gpu_samples").rows == [(0, None)]

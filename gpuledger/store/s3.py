@@ -1,6 +1,6 @@
-"""Where the lake is: a local directory (a Path, as always) or a prefix of an S3 bucket (`s3://bucket/prefix`), and
-how to reach an S3 one: the options polars, pyarrow and obstore take, a preflight that names what is wrong, and the
-one write an object-store lake allows, a new key that is never overwritten.
+"""A lake under a prefix of an S3 bucket (`s3://bucket/prefix`): the S3Store, and how to reach the bucket (the
+options polars, pyarrow and obstore take, a preflight that names what is wrong). The only module, with the rest of
+gpuledger.store, that imports obstore.
 
 Endpoint, region and credentials come the standard AWS ways, nothing of our own: AWS_ENDPOINT_URL_S3 /
 AWS_ENDPOINT_URL (MinIO, Ceph), AWS_REGION / AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
@@ -8,6 +8,11 @@ AWS_SESSION_TOKEN, else the static keys, region and endpoint_url of the profile 
 `default`) in the shared files (AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, ~/.aws/credentials and config); with
 no key anywhere the Rust client's own chain is left to find one (web identity, i.e. IRSA, ECS, instance metadata).
 A profile's role_arn, sso_* or credential_process are not read.
+
+Why a profile chain of our own: the clients we keep (obstore for conditional PUTs, polars' object_store reads) read
+the environment's AWS_* variables but not the shared files; the one library resolver that does (botocore, through
+obstore.auth.boto3) would add boto3, whose python-dateutil<3 pin clashes with the kubernetes client's (.ci/run keeps
+moto in a venv of its own for that reason).
 
 Every client gets a short connect timeout and bounded retries (the SDK defaults retry for minutes), so an unreachable
 store is an error within seconds and the collector's spool, not a blocked thread, holds the data meanwhile.
@@ -19,7 +24,6 @@ import configparser
 import contextlib
 import datetime as dt
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -29,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gpuledger.errors import LakeError
+import obstore
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# S3's bucket naming rules (general purpose buckets): 3-63 of lowercase letters, digits, '.', '-'.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+from gpuledger.errors import LakeError
+from gpuledger.store.base import Merge, Staging, Stamp, Store, StoreUnreachable, parquet_bytes
+
 CONNECT_TIMEOUT = "2s"
 REQUEST_TIMEOUT = "60s"  # a whole request: a day's merged file at loopback or LAN speed, well inside it
 MAX_RETRIES = 3
@@ -42,7 +46,7 @@ RETRY_TIMEOUT_S = 10
 
 @dataclass(frozen=True)
 class S3Location:
-    """`s3://bucket/prefix`: the lake's root, or (joined with `/`) a folder or object under it, as a Path would be."""
+    """`s3://bucket/prefix`: the lake's root, or (joined with `/`) a folder or object under it."""
 
     bucket: str
     key: str = ""  # without a leading or trailing '/'
@@ -56,58 +60,6 @@ class S3Location:
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
-
-    def resolve(self) -> S3Location:  # what the CLI prints for a local lake's root: already absolute
-        return self
-
-
-Location = Path | S3Location
-
-
-def is_url(value: object) -> bool:
-    return isinstance(value, str) and _SCHEME.match(value) is not None
-
-
-def problem(value: str) -> str | None:
-    """What is wrong with `value` as a lake location, or None (for config checks: the caller names the key)."""
-    m = _SCHEME.match(value)
-    if m is None:
-        return None
-    scheme = m.group(1)
-    if scheme.lower() != "s3":
-        return f"unknown scheme {scheme + '://'!r} in {value!r}: a lake is a local directory or s3://bucket/prefix"
-    bucket = value[m.end() :].split("/", 1)[0]
-    if not _BUCKET.match(bucket):
-        return (
-            f"{value!r} does not start with a valid S3 bucket name ({bucket!r}: 3-63 lowercase letters, digits, "
-            "'.' or '-')"
-        )
-    if any(part in (".", "..") for part in value[m.end() :].split("/")[1:]):
-        return f"{value!r}: '.' and '..' are not key segments of an S3 lake"
-    return None
-
-
-def parse(value: str | os.PathLike) -> Location:
-    """A local path (any Path or path string, unchanged) or an S3Location; LakeError naming the value otherwise."""
-    if isinstance(value, S3Location):
-        return value
-    if not is_url(value):
-        return Path(value)
-    bad = problem(value)
-    if bad:
-        raise LakeError(f"lake {bad}")
-    bucket, _, key = value[_SCHEME.match(value).end() :].partition("/")
-    return S3Location(bucket, key.strip("/"))
-
-
-def default_spool_dir(lake: Location, writer: str, environ: Mapping[str, str] = os.environ) -> Path:
-    """Where a collector's write-ahead log lives when collector.spool_dir is not set: beside a local lake as before
-    (`<lake>/_spool/<node>`); for an object-store lake on this machine's disk, in the XDG state folder
-    (`$XDG_STATE_HOME`, else ~/.local/state) under `gpuledger/spool/s3/<bucket>/<prefix>/<node>`: one spool per lake
-    and node, so collectors of two lakes on one host never share one."""
-    if isinstance(lake, Path):
-        return lake / "_spool" / writer
-    return local_state_dir(lake, "spool", environ) / writer
 
 
 # -- the standard AWS chain ---------------------------------------------------------------------------------------
@@ -246,11 +198,6 @@ def _new_store(bucket: str, s: AwsSettings):
 
 
 # -- errors, named ------------------------------------------------------------------------------------------------
-class StoreUnreachable(LakeError):
-    """The endpoint did not answer: may pass by itself (a store restarting, a network partition), unlike bad
-    credentials, a missing bucket or a refused write."""
-
-
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
 _BATCH_CODE = re.compile(r"\(code: (\w+)")  # a DeleteObjects answer's per-key error, as obstore words it
 _BAD_CREDENTIALS = {
@@ -279,17 +226,24 @@ _UNREACHABLE = (
 
 def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, str] = os.environ) -> LakeError:
     """One line naming which problem an object-store failure is: endpoint unreachable, bad credentials, missing
-    bucket, access denied (no permission to write, when `doing` is a write), else the store's own first line."""
+    bucket, access denied (no permission to write, when `doing` is a write), else the store's own first line.
+
+    By obstore's exception type first. S3 answers both bad credentials and a refused operation with 403 (both
+    PermissionDeniedError), and a missing bucket and a missing key with 404: the error code in the body tells them
+    apart. An endpoint that does not answer has no type of its own (a GenericError whose text is the HTTP client's
+    words, pinned by tests/objectstore/test_s3_clients.py), nor has a failure polars passes up from a scan."""
     text = str(e)
     code = m.group(1) if (m := _CODE.search(text) or _BATCH_CODE.search(text)) else None
     endpoint = aws_settings(environ).endpoint or "the AWS endpoint"
-    if code in _BAD_CREDENTIALS:
+    denied = isinstance(e, (obstore.exceptions.PermissionDeniedError, obstore.exceptions.UnauthenticatedError))
+    if code in _BAD_CREDENTIALS or (isinstance(e, obstore.exceptions.UnauthenticatedError) and code is None):
         s = aws_settings(environ)
         who = f"access key {s.key_id!r}" if s.key_id else "the credentials found"
-        return LakeError(f"object store refused {who} for {where} ({code}): bad credentials, while {doing}")
+        why = code or "unauthenticated"
+        return LakeError(f"object store refused {who} for {where} ({why}): bad credentials, while {doing}")
     if code == "NoSuchBucket":
         return LakeError(f"bucket {where.bucket!r} does not exist at {endpoint} ({where}), while {doing}")
-    if code in ("AccessDenied", "AllAccessDisabled"):
+    if denied or code in ("AccessDenied", "AllAccessDisabled"):
         what = (
             "no permission to write to"
             if doing.startswith("writ")
@@ -297,7 +251,7 @@ def explain(e: Exception, where: S3Location, doing: str, environ: Mapping[str, s
             if doing.startswith("delet")
             else "access denied to"
         )
-        return LakeError(f"{what} {where} ({code}), while {doing}")
+        return LakeError(f"{what} {where} ({code or 'AccessDenied'}), while {doing}")
     low = text.lower()
     if code is None and any(s in low for s in _UNREACHABLE):
         return StoreUnreachable(f"object store endpoint {endpoint} unreachable, while {doing} {where}")
@@ -311,17 +265,19 @@ _STORE_TEXT = ("object-store error", "Generic S3 error", "object_store", "error 
 
 
 @contextlib.contextmanager
-def store_errors(lake: Location) -> Iterator[None]:
-    """A failure of an object-store lake surfacing from inside polars or obstore during the block (the store went
-    away mid-run, credentials expired) re-raised as explain()'s one-line LakeError; any other exception, and
-    anything on a local lake, stays what it is."""
+def store_errors(lake: S3Location, doing: str) -> Iterator[None]:
+    """A failure of the store surfacing from inside polars or obstore during the block (the store went away mid-run,
+    credentials expired) re-raised as explain()'s one-line LakeError; any other exception stays what it is. polars
+    raises its own types (ComputeError, OSError...) with object_store's words in the text: the only way to tell."""
     try:
         yield
     except LakeError:
         raise
+    except obstore.exceptions.BaseError as e:
+        raise explain(e, lake, doing) from None
     except Exception as e:
-        if isinstance(lake, S3Location) and any(t in str(e) for t in _STORE_TEXT):
-            raise explain(e, lake, "reading or writing") from None
+        if any(t in str(e) for t in _STORE_TEXT):
+            raise explain(e, lake, doing) from None
         raise
 
 
@@ -329,8 +285,6 @@ def preflight(loc: S3Location, write_probe: str | None = None, environ: Mapping[
     """Check the lake is reachable and readable (one LIST), and with `write_probe` writable: a PUT of
     `<lake>/_state/probe/<write_probe>` (outside every table's prefix, so no reader lists it; overwritten by each
     start of that writer, never deleted: a collector needs no delete permission). LakeError naming the problem."""
-    import obstore
-
     try:
         store = object_store(loc, environ)
     except (ValueError, obstore.exceptions.BaseError) as e:
@@ -351,8 +305,6 @@ def put_new(store, obj: S3Location, data: bytes, environ: Mapping[str, str] = os
     """Create `obj` with `data` unless it exists (If-None-Match: *, one PUT, so a reader sees it whole or not at
     all). A key that exists with the same bytes is this write done before (a flush retried after a crash or a lost
     answer): done. With other bytes it is another writer's: LakeError, never an overwrite."""
-    import obstore
-
     try:
         obstore.put(store, obj.key, data, mode="create", use_multipart=False)
         return
@@ -369,13 +321,6 @@ def put_new(store, obj: S3Location, data: bytes, environ: Mapping[str, str] = os
             f"{obj} already exists with other contents: another writer wrote this key (two collectors with "
             "one collector.node?); not overwritten"
         )
-
-
-def parquet_bytes(df, **kw) -> bytes:
-    """`df` (a polars DataFrame) as the bytes of one Parquet file."""
-    buf = io.BytesIO()
-    df.write_parquet(buf, **kw)
-    return buf.getvalue()
 
 
 # A compaction's record, in the day's folder beside the objects it merged (gpuledger/compaction_s3.py):
@@ -417,8 +362,6 @@ def glob(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.envir
 def listing(folder: S3Location, pattern: str, environ: Mapping[str, str] = os.environ) -> dict[S3Location, tuple]:
     """glob's objects, each with its (ETag, size) from the same LIST: what changes when the object is written again
     (the analytics' "has this file changed since the last run" without a HEAD per object)."""
-    import obstore
-
     depth = pattern.count("/") + 1
     store = object_store(folder, environ)
     # The pattern's leading folders without a wildcard narrow the LIST (`date=2026-11-02/*.parquet`: that day's
@@ -468,8 +411,6 @@ def _record(store, obj: S3Location, environ: Mapping[str, str]) -> dict:
 
 def read_bytes(obj: S3Location, environ: Mapping[str, str] = os.environ) -> bytes | None:
     """The object's bytes, or None when there is no such key; LakeError naming any other problem."""
-    import obstore
-
     try:
         return bytes(obstore.get(object_store(obj, environ), obj.key).bytes())
     except FileNotFoundError:
@@ -481,8 +422,6 @@ def read_bytes(obj: S3Location, environ: Mapping[str, str] = os.environ) -> byte
 def write_bytes(obj: S3Location, data: bytes, environ: Mapping[str, str] = os.environ) -> None:
     """Put (or replace) a small state object in one PUT: readers see the old or the new bytes, never a mix. Only
     for state one writer owns (a simulated fleet's position); table files go through put_new."""
-    import obstore
-
     try:
         obstore.put(object_store(obj, environ), obj.key, data, use_multipart=False)
     except (obstore.exceptions.BaseError, OSError) as e:
@@ -494,8 +433,6 @@ def put_many(
 ) -> None:
     """Put (or replace) each object in one PUT, several at a time: a reader sees each old or new, whole. For keys one
     writer owns (the analytics' tables, under their lease); a collector's files go through put_new."""
-    import obstore
-
     if not objects:
         return
     store = object_store(objects[0][0], environ)
@@ -513,8 +450,6 @@ def put_many(
 
 def delete_many(objects: list[S3Location], environ: Mapping[str, str] = os.environ) -> None:
     """Delete these keys (a key already gone is fine: S3's DELETE of a missing key succeeds)."""
-    import obstore
-
     if not objects:
         return
     try:
@@ -525,8 +460,165 @@ def delete_many(objects: list[S3Location], environ: Mapping[str, str] = os.envir
         raise explain(e, objects[0], "deleting", environ) from None
 
 
-def local_state_dir(lake: S3Location, what: str, environ: Mapping[str, str] = os.environ) -> Path:
-    """A folder on this machine's disk for an object-store lake's `what` (`spool`, `analytics`): under the XDG state
-    folder (`$XDG_STATE_HOME`, else ~/.local/state), `gpuledger/<what>/s3/<bucket>/<prefix>`, one per lake."""
-    state = Path(environ.get("XDG_STATE_HOME") or Path(environ.get("HOME", "~"), ".local", "state")).expanduser()
-    return state / "gpuledger" / what / "s3" / lake.bucket / lake.key
+def machine_state_root(environ: Mapping[str, str] | None = None) -> Path:
+    from gpuledger.store.local import machine_state_root as root
+
+    return root(environ)
+
+
+class S3Store(Store):
+    """A lake under `s3://bucket/prefix`. Files are objects PUT whole; a collector's never overwritten
+    (If-None-Match); readers need no lock (objects are never replaced in place, and a compaction retires its inputs
+    only well after its merged object: gpuledger.store.s3_compaction); the analytics' state is a snapshot committed
+    under a lease (gpuledger.store.s3_state)."""
+
+    def __init__(self, loc: S3Location, environ: Mapping[str, str] | None = None):
+        self.loc = loc
+        self._environ = environ  # None: this process's environment when used (a Dask worker uses its own)
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def __str__(self) -> str:
+        return str(self.loc)
+
+    def url(self, key: str = "") -> str:
+        return str(self.loc / key) if key else str(self.loc)
+
+    @property
+    def storage_options(self) -> dict:  # type: ignore[override]
+        return storage_options(self.environ)
+
+    def client(self):
+        return object_store(self.loc, self.environ)
+
+    def views_script_notes(self) -> list[str]:
+        s = aws_settings(self.environ)
+        endpoint = (s.endpoint or "").split("://")[-1].rstrip("/")
+        return [
+            "-- An object-store lake: DuckDB reads it with httpfs and an S3 secret (keys left out here), e.g.",
+            "--   INSTALL httpfs; LOAD httpfs;",
+            "--   CREATE SECRET (TYPE s3, KEY_ID '...', SECRET '...'"
+            + (f", REGION '{s.region}'" if s.region else "")
+            + (f", ENDPOINT '{endpoint}', URL_STYLE 'path'" if endpoint else "")
+            + (", USE_SSL false" if (s.endpoint or "").startswith("http://") else "")
+            + ");",
+            "-- A glob does not follow compaction's merge records: a query in the moment between a merged object",
+            "-- and its inputs' deletion counts that day twice (gpuledger sql does not: it lists the lake itself).",
+        ]
+
+    # -- checks ------------------------------------------------------------------------------------------------
+    def require(self) -> None:
+        preflight(self.loc, environ=self.environ)
+
+    def prepare_writer(self, probe_name: str) -> None:
+        preflight(self.loc, write_probe=probe_name, environ=self.environ)
+
+    # -- listing and bytes -------------------------------------------------------------------------------------
+    def files(self, folder: str, pattern: str) -> dict[str, Stamp]:
+        base = self.loc / folder if folder else self.loc
+        cut = len(self.loc.key) + 1 if self.loc.key else 0
+        return {obj.key[cut:]: stamp for obj, stamp in listing(base, pattern, self.environ).items()}
+
+    def get(self, key: str) -> bytes | None:
+        return read_bytes(self.loc / key, self.environ)
+
+    def put(self, key: str, data: bytes) -> None:
+        write_bytes(self.loc / key, data, self.environ)
+
+    def put_new(self, key: str, data: bytes) -> None:
+        put_new(self.client(), self.loc / key, data, self.environ)
+
+    def put_many(self, items: list[tuple[str, bytes]], workers: int = 8) -> None:
+        put_many([(self.loc / key, data) for key, data in items], workers, self.environ)
+
+    def delete(self, keys: list[str]) -> None:
+        delete_many([self.loc / key for key in keys], self.environ)
+
+    def set_aside(self, key: str) -> str:
+        dest_key = f"_quarantine/{key}"
+        src, dest = self.loc / key, self.loc / dest_key
+        try:
+            obstore.copy(self.client(), src.key, dest.key)
+        except FileNotFoundError:
+            return dest_key  # set aside already (by another run), or gone
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise explain(e, dest, "writing", self.environ) from None
+        self.delete([key])
+        return dest_key
+
+    def version(self, key: str) -> tuple:
+        try:
+            return (obstore.head(self.client(), (self.loc / key).key)["e_tag"],)
+        except FileNotFoundError:
+            return ()
+        except (obstore.exceptions.BaseError, OSError) as e:
+            raise explain(e, self.loc / key, "reading", self.environ) from None
+
+    # -- exclusion and state -----------------------------------------------------------------------------------
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        # Nothing to hold: an object is never replaced in place, and a merged day's inputs outlive any read.
+        return contextlib.nullcontext()
+
+    def rewriting(self, lease_s: float = 0.0) -> contextlib.AbstractContextManager[None]:
+        # A compaction needs no turn here (its inputs are retired minutes after the merge, so an analytics run that
+        # listed them still reads them); an analytics run takes its lease in state().
+        return contextlib.nullcontext()
+
+    def state(self, what: str, lease_s: float) -> contextlib.AbstractContextManager[Path]:
+        from gpuledger.store import s3_state
+
+        return s3_state.session(self, what, lease_s)
+
+    def state_folder(self, what: str) -> Path:
+        return self.machine_folder(what)
+
+    def state_version(self, what: str) -> tuple:
+        # A run commits its state by one PUT of the manifest: its ETag changes with every run (the lease beside it
+        # changes while a run works: not a new state).
+        return self.version(f"_state/{what}/manifest.json")
+
+    def machine_folder(self, what: str, environ: Mapping[str, str] | None = None) -> Path:
+        root = machine_state_root(self.environ if environ is None else environ)
+        return root / "gpuledger" / what / "s3" / self.loc.bucket / self.loc.key
+
+    # -- compaction and other writers ----------------------------------------------------------------------------
+    def merge(self, merge: Merge, rows) -> bool:
+        from gpuledger.store import s3_compaction
+
+        return s3_compaction.merge(self, merge, rows)
+
+    def finish_merges(self) -> tuple[int, int]:
+        from gpuledger.store import s3_compaction
+
+        return 0, s3_compaction.retire(self)
+
+    def staging(self, run_id: str) -> Staging:
+        return S3Staging(self, run_id)
+
+    def errors(self, doing: str = "reading or writing") -> contextlib.AbstractContextManager[None]:
+        return store_errors(self.loc, doing)
+
+
+class S3Staging(Staging):
+    """Nothing is staged in the bucket: a worker returns its files' (key, Parquet bytes), and the client PUTs a
+    chunk's once every task of it succeeded."""
+
+    def __init__(self, store: S3Store, run_id: str):
+        self.store = store
+        self.probe_key = f"_state/probe/dask-{run_id}/probe"  # only the workers' probe
+
+    def probe(self, token: str) -> str:
+        self.store.put(self.probe_key, token.encode())
+        return self.probe_key
+
+    def stage(self, key: str, frame) -> tuple[str, bytes]:
+        return key, parquet_bytes(frame)
+
+    def publish(self, handles: list) -> None:
+        self.store.put_many(list(handles))
+
+    def clean(self) -> None:
+        with contextlib.suppress(LakeError):
+            self.store.delete([self.probe_key])
