@@ -37,7 +37,7 @@ from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
 from gpuledger.errors import GpuledgerError
-from gpuledger.lake import LakeWriter, has_data, partition_file, read_file, scan, scan_files
+from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, read_file, scan, scan_files
 from gpuledger.lake_check import checked_stamps
 from gpuledger.store import LakeRef, open_store
 
@@ -218,12 +218,13 @@ def _run(
     kept = _kept_stamps(lake)
     # Each file new since the last run is checked first; a damaged or foreign one is set aside (lake_check).
     stamps = {t: checked_stamps(lake, t, (kept or {}).get(t, {}), "analyze", cfg.cluster)[0] for t in RAW}
+    rebuild = _set_aside_damaged_derived(lake, kept, cfg.cluster)
     # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
     # rolled up from those in memory (re-reading them from the lake costs as much as computing them).
     src = scan(lake, "gpu_samples")
     start = from_s
     if start is None:
-        wm = watermark(lake, "gpu_5min")
+        wm = None if rebuild else watermark(lake, "gpu_5min")
         if wm is not None:
             start = wm - LOOKBACK_S
         else:
@@ -236,13 +237,13 @@ def _run(
     plan = None
     if has_data(lake, "jobs"):
         # The jobs' state first: the pass over the samples needs the allocations of its window.
-        frag_s = from_s if from_s is not None else watermark(lake, "fragmentation")
+        frag_s = from_s if from_s is not None or rebuild else watermark(lake, "fragmentation")
         frag_s = frag_s if frag_s is None or from_s is not None else frag_s - LOOKBACK_S
         starts = [s - s % 3600 for s in (start, frag_s) if s is not None]
         needed = None
         if len(starts) == 2:
             needed = min([dt.datetime.fromtimestamp(min(starts), dt.timezone.utc), *(s.lo for s in late)])
-        plan = prepare(lake, now, cfg, from_s, needed)
+        plan = prepare(lake, now, cfg, from_s, needed, force=rebuild)
     if window_lo is not None:
         # The window, the late files' hours and those whose allocations changed (job_5min).
         spans = [planner.Span(window_lo, now, "telemetry window"), *late, *(plan.alloc_spans if plan else ())]
@@ -256,7 +257,9 @@ def _run(
             t0 = time.perf_counter()
             days, rows = _run_whole(lake, writer, job, compute(lake, plan, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
-        frag = _fragmentation(lake, writer, plan, cfg, from_s, [*late, *plan.alloc_spans], _refit(lake, kept, stamps))
+        frag = _fragmentation(
+            lake, writer, plan, cfg, from_s, [*late, *plan.alloc_spans], bool(rebuild) or _refit(lake, kept, stamps)
+        )
         if frag is not None:
             reports.append(frag)
     _keep_stamps(lake, stamps)
@@ -266,7 +269,24 @@ def _run(
 # The raw tables whose files a run compares with the last run's (analytics/planner.py): late samples are analysed
 # for their hours; a change to the pod shapes (the fragmentation workload) or, in a lake without telemetry, to the
 # nodes (its inventory) recomputes fragmentation whole. The jobs files: analytics/job_state.py.
-RAW = ("gpu_samples", "nodes", "pod_shapes")
+RAW = ("gpu_samples", "nodes", "pod_shapes", "jobs")
+DERIVED = tuple(t.name for t in schema.DERIVED_TABLES)
+
+
+def _set_aside_damaged_derived(lake: LakeRef, kept: dict | None, cluster: str) -> str | None:
+    """Why this run rebuilds the derived tables from the raw ones, or None. A derived file whose stamp is not the one
+    the last run left (lake.file_stamps) is checked like a raw one (lake_check): one that cannot be read whole is
+    set aside with a warning, and the tables are recomputed from the first sample, as on a first run, since any
+    other day's figures may have been derived from it (a job's cost spans days). Files this analytics wrote are
+    not read again: the check costs a listing per table, not a read of the lake."""
+    if kept is None or "derived" not in kept:
+        return None
+    bad = [t for t in DERIVED if checked_stamps(lake, t, kept["derived"].get(t, {}), "analyze", cluster)[1]]
+    if not bad:
+        return None
+    why = f"a damaged file of {', '.join(bad)} was set aside"
+    log.warning("analytics: %s; rebuilding every derived table from the raw ones", why)
+    return why
 
 
 def _refit(lake: LakeRef, kept: dict | None, stamps: dict[str, dict]) -> bool:
@@ -292,7 +312,9 @@ def _kept_stamps(lake: LakeRef) -> dict[str, dict] | None:
 
 def _keep_stamps(lake: LakeRef, stamps: dict[str, dict]) -> None:
     # After the tables: a run stopped midway leaves the last run's stamps, and the next run redoes what it must.
-    write_bytes_atomic(_stamps_path(lake), json.dumps(stamps, sort_keys=True).encode())
+    # The derived files as this run left them: a later change to one is damage (or compaction), checked next run.
+    derived = {t: file_stamps(lake, t) for t in DERIVED}
+    write_bytes_atomic(_stamps_path(lake), json.dumps({**stamps, "derived": derived}, sort_keys=True).encode())
 
 
 def _late_spans(lake, table: str, kept: dict | None, stamps: dict, window_lo: dt.datetime | None) -> list:
