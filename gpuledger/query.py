@@ -37,6 +37,7 @@ from gpuledger.store import LakeRef, Store, open_store
 
 LAKE_VARIABLE = "gpuledger_lake"
 _REGISTERED = re.compile(r"registered as '_lake_(\w+)'")
+_CONVERSION = "Conversion Error"  # DuckDB's text for a ConversionException (tests/core/test_quarantine.py pins it)
 # Rows per record batch of a streamed result: 100,000 rows of the widest view (jobs, 23 columns) are ~50 MB.
 BATCH_ROWS = 100_000
 # A table view's read of its files, as gpuledger/schema_sql.py writes it: on an object-store lake it reads the
@@ -274,20 +275,35 @@ class Lake(_Reader):
             except QueryError as e:
                 # A registered scan (a lake DuckDB reads no file of) failing: polars does not say which file.
                 m = _REGISTERED.search(str(e))
-                if m is None:
-                    raise
-                raise self._damaged(m.group(1), e) from e
+                if m is not None:
+                    raise self._damaged([m.group(1)], e) from e
+                # A view's cast to its table's type failing: a file of another schema among its files (DuckDB's
+                # ConversionException, whose type is lost when it comes through the Arrow stream as an OSError).
+                if str(e).startswith(_CONVERSION):
+                    raise self._damaged(sorted(self._tables_read(sql)), e) from e
+                raise
 
-    def _damaged(self, table: str, e: QueryError) -> QueryError:
-        """The query's failure, naming the first file of `table` that fails its check (each read whole: only on
+    def _tables_read(self, sql: str) -> set[str]:
+        """The lake tables a query's views read."""
+        seen, stack = set(), list(self._used(sql))
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(self._reads.get(n, ()))
+        return seen & set(schema.TABLES)
+
+    def _damaged(self, tables: list[str], e: QueryError) -> QueryError:
+        """The query's failure, naming the first file of `tables` that fails its check (each read whole: only on
         this failing path)."""
-        for key in table_files(self.root, table):
-            why = verify_file(self.root, table, key)
-            if why is not None:
-                return QueryError(
-                    f"{table}: {self.root.url(key)} {why} (`gpuledger analyze` rebuilds a derived table's file, "
-                    "`gpuledger compact` sets a raw one aside)"
-                )
+        for table in tables:
+            for key in table_files(self.root, table):
+                why = verify_file(self.root, table, key)
+                if why is not None:
+                    return QueryError(
+                        f"{table}: {self.root.url(key)} {why} (`gpuledger analyze` rebuilds a derived table's file, "
+                        "`gpuledger compact` sets a raw one aside)"
+                    )
         return QueryError(_first_line(e))
 
     def close(self) -> None:

@@ -137,9 +137,16 @@ def render(name: str) -> str:
     last = len(t.columns) - 1
     for i, c in enumerate(t.columns):
         col = _ident(c.name)
+        expr = col
         if isinstance(shape, Folded) and c.name not in shape.keys:
             how = shape.aggregates.get(c.name)
-            col = f"{how}({col}) AS {col}" if how else f"arg_max({col}, {shape.by}) AS {col}"
+            expr = f"{how}({col})" if how else f"arg_max({col}, {shape.by})"
+        if c.name not in t.path_columns:
+            # The table's type, whatever one file says: union_by_name widens a column to the type every file can
+            # take (one file of strings makes it VARCHAR), and a cast to the same type costs nothing. A file whose
+            # values do not convert fails the query, and the query helper names it (gpuledger/query.py).
+            expr = f"CAST({expr} AS {duckdb_type(c.dtype)})"
+        col = col if expr == col else f"{expr} AS {col}"
         col += "" if i == last else ","
         lines.append(f"    {col:<56} -- {duckdb_type(c.dtype)}: {c.doc}")
     if isinstance(shape, Newest):

@@ -4,13 +4,13 @@
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW gpu_fields AS
 SELECT
-    ts,                                                      -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                    -- VARCHAR: Kubernetes node / host name
-    gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
-    field,                                                   -- VARCHAR: source field name, e.g. DCGM_FI_DEV_PCIE_REPLAY_COUNTER
-    value,                                                   -- DOUBLE: value as the source reports it (unit in the field's documentation)
-    source,                                                  -- VARCHAR: collector source
+    CAST(ts AS TIMESTAMP WITH TIME ZONE) AS ts,              -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
+    CAST(gpu_uuid AS VARCHAR) AS gpu_uuid,                   -- VARCHAR: GPU (or MIG instance) UUID
+    CAST(field AS VARCHAR) AS field,                         -- VARCHAR: source field name, e.g. DCGM_FI_DEV_PCIE_REPLAY_COUNTER
+    CAST(value AS DOUBLE) AS value,                          -- DOUBLE: value as the source reports it (unit in the field's documentation)
+    CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_fields/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

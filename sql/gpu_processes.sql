@@ -4,19 +4,19 @@
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW gpu_processes AS
 SELECT
-    ts,                                                      -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                    -- VARCHAR: Kubernetes node / host name
-    gpu_uuid,                                                -- VARCHAR: GPU (or MIG instance) UUID
-    pid,                                                     -- BIGINT: process id on the node
-    process_name,                                            -- VARCHAR: executable name
-    used_mem_bytes,                                          -- BIGINT: device memory used by the process
-    sm_util_pct,                                             -- FLOAT: per-process SM utilization where supported
-    container,                                               -- VARCHAR: container id or name resolved from /proc/<pid>/cgroup
-    pod_uid,                                                 -- VARCHAR: pod UID from /proc/<pid>/cgroup (joins jobs.job_id of source k8s)
-    pod,                                                     -- VARCHAR: pod, when resolvable
-    namespace,                                               -- VARCHAR: namespace, when resolvable
-    source,                                                  -- VARCHAR: collector source
+    CAST(ts AS TIMESTAMP WITH TIME ZONE) AS ts,              -- TIMESTAMP WITH TIME ZONE: scrape time, UTC
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
+    CAST(gpu_uuid AS VARCHAR) AS gpu_uuid,                   -- VARCHAR: GPU (or MIG instance) UUID
+    CAST(pid AS BIGINT) AS pid,                              -- BIGINT: process id on the node
+    CAST(process_name AS VARCHAR) AS process_name,           -- VARCHAR: executable name
+    CAST(used_mem_bytes AS BIGINT) AS used_mem_bytes,        -- BIGINT: device memory used by the process
+    CAST(sm_util_pct AS FLOAT) AS sm_util_pct,               -- FLOAT: per-process SM utilization where supported
+    CAST(container AS VARCHAR) AS container,                 -- VARCHAR: container id or name resolved from /proc/<pid>/cgroup
+    CAST(pod_uid AS VARCHAR) AS pod_uid,                     -- VARCHAR: pod UID from /proc/<pid>/cgroup (joins jobs.job_id of source k8s)
+    CAST(pod AS VARCHAR) AS pod,                             -- VARCHAR: pod, when resolvable
+    CAST(namespace AS VARCHAR) AS namespace,                 -- VARCHAR: namespace, when resolvable
+    CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_processes/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

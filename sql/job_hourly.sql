@@ -4,18 +4,18 @@
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_hourly AS
 SELECT
-    hour,                                                    -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    node,                                                    -- VARCHAR: Kubernetes node / host name
-    tenant,                                                  -- VARCHAR: tenant
-    job_id,                                                  -- VARCHAR: job id
-    gpu_model,                                               -- VARCHAR: GPU model
-    allocated_gpu_hours,                                     -- DOUBLE: share x fraction of the hour held, summed over its GPUs
-    busy_gpu_hours,                                          -- DOUBLE: allocated x the GPU's duty cycle (mean util_gpu_pct / 100)
-    sm_active_gpu_hours,                                     -- DOUBLE: allocated x mean SM activity; null where not measured
-    mem_used_bytes_max,                                      -- BIGINT: peak memory used on its GPUs
-    measured,                                                -- BOOLEAN: every GPU it held reported utilization that hour
-    idle_gpu_hours,                                          -- DOUBLE: allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)
+    CAST(hour AS TIMESTAMP WITH TIME ZONE) AS hour,          -- TIMESTAMP WITH TIME ZONE: start of the UTC hour
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
+    CAST(tenant AS VARCHAR) AS tenant,                       -- VARCHAR: tenant
+    CAST(job_id AS VARCHAR) AS job_id,                       -- VARCHAR: job id
+    CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: GPU model
+    CAST(allocated_gpu_hours AS DOUBLE) AS allocated_gpu_hours, -- DOUBLE: share x fraction of the hour held, summed over its GPUs
+    CAST(busy_gpu_hours AS DOUBLE) AS busy_gpu_hours,        -- DOUBLE: allocated x the GPU's duty cycle (mean util_gpu_pct / 100)
+    CAST(sm_active_gpu_hours AS DOUBLE) AS sm_active_gpu_hours, -- DOUBLE: allocated x mean SM activity; null where not measured
+    CAST(mem_used_bytes_max AS BIGINT) AS mem_used_bytes_max, -- BIGINT: peak memory used on its GPUs
+    CAST(measured AS BOOLEAN) AS measured,                   -- BOOLEAN: every GPU it held reported utilization that hour
+    CAST(idle_gpu_hours AS DOUBLE) AS idle_gpu_hours,        -- DOUBLE: allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

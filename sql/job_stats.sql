@@ -4,31 +4,31 @@
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW job_stats AS
 SELECT
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    job_id,                                                  -- VARCHAR: job id
-    tenant,                                                  -- VARCHAR: tenant
-    namespace,                                               -- VARCHAR: Kubernetes namespace
-    queue,                                                   -- VARCHAR: scheduler queue
-    gpu_model,                                               -- VARCHAR: GPU model
-    gpus,                                                    -- DOUBLE: GPUs requested (fractional for shares)
-    gpu_sharing,                                             -- VARCHAR: exclusive, fraction, time-sliced or mig
-    status,                                                  -- VARCHAR: latest status
-    reason,                                                  -- VARCHAR: why it ended or waits
-    node,                                                    -- VARCHAR: Kubernetes node / host name
-    submitted_at,                                            -- TIMESTAMP WITH TIME ZONE: creation time, UTC
-    scheduled_at,                                            -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
-    finished_at,                                             -- TIMESTAMP WITH TIME ZONE: ended, UTC
-    size_bucket,                                             -- VARCHAR: <1, 1, 2, 3-4, 5-8, >8 GPUs
-    queue_s,                                                 -- DOUBLE: scheduled_at - submitted_at (for a pending job: so far)
-    run_s,                                                   -- DOUBLE: end - started_at (or scheduled_at); end = finished_at or the analysis time
-    held_s,                                                  -- DOUBLE: end - scheduled_at: how long it held its GPUs
-    gpu_hours,                                               -- DOUBLE: gpus x held_s / 3600
-    expansion,                                               -- DOUBLE: (queue_s + run_s) / run_s
-    allocated_gpu_hours,                                     -- DOUBLE: GPU-hours held, from its allocations (shares x time)
-    busy_gpu_hours,                                          -- DOUBLE: of which a kernel ran (allocated x the GPU's duty cycle)
-    idle_gpu_hours,                                          -- DOUBLE: allocated but idle by the waste rule (analytics.waste_*)
-    efficiency,                                              -- DOUBLE: busy_gpu_hours / allocated_gpu_hours; null where not measured
-    cost_usd,                                                -- DOUBLE: its GPU time priced by the rate card (method analytics.cost_method)
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(job_id AS VARCHAR) AS job_id,                       -- VARCHAR: job id
+    CAST(tenant AS VARCHAR) AS tenant,                       -- VARCHAR: tenant
+    CAST(namespace AS VARCHAR) AS namespace,                 -- VARCHAR: Kubernetes namespace
+    CAST(queue AS VARCHAR) AS queue,                         -- VARCHAR: scheduler queue
+    CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: GPU model
+    CAST(gpus AS DOUBLE) AS gpus,                            -- DOUBLE: GPUs requested (fractional for shares)
+    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced or mig
+    CAST(status AS VARCHAR) AS status,                       -- VARCHAR: latest status
+    CAST(reason AS VARCHAR) AS reason,                       -- VARCHAR: why it ended or waits
+    CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
+    CAST(submitted_at AS TIMESTAMP WITH TIME ZONE) AS submitted_at, -- TIMESTAMP WITH TIME ZONE: creation time, UTC
+    CAST(scheduled_at AS TIMESTAMP WITH TIME ZONE) AS scheduled_at, -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
+    CAST(finished_at AS TIMESTAMP WITH TIME ZONE) AS finished_at, -- TIMESTAMP WITH TIME ZONE: ended, UTC
+    CAST(size_bucket AS VARCHAR) AS size_bucket,             -- VARCHAR: <1, 1, 2, 3-4, 5-8, >8 GPUs
+    CAST(queue_s AS DOUBLE) AS queue_s,                      -- DOUBLE: scheduled_at - submitted_at (for a pending job: so far)
+    CAST(run_s AS DOUBLE) AS run_s,                          -- DOUBLE: end - started_at (or scheduled_at); end = finished_at or the analysis time
+    CAST(held_s AS DOUBLE) AS held_s,                        -- DOUBLE: end - scheduled_at: how long it held its GPUs
+    CAST(gpu_hours AS DOUBLE) AS gpu_hours,                  -- DOUBLE: gpus x held_s / 3600
+    CAST(expansion AS DOUBLE) AS expansion,                  -- DOUBLE: (queue_s + run_s) / run_s
+    CAST(allocated_gpu_hours AS DOUBLE) AS allocated_gpu_hours, -- DOUBLE: GPU-hours held, from its allocations (shares x time)
+    CAST(busy_gpu_hours AS DOUBLE) AS busy_gpu_hours,        -- DOUBLE: of which a kernel ran (allocated x the GPU's duty cycle)
+    CAST(idle_gpu_hours AS DOUBLE) AS idle_gpu_hours,        -- DOUBLE: allocated but idle by the waste rule (analytics.waste_*)
+    CAST(efficiency AS DOUBLE) AS efficiency,                -- DOUBLE: busy_gpu_hours / allocated_gpu_hours; null where not measured
+    CAST(cost_usd AS DOUBLE) AS cost_usd,                    -- DOUBLE: its GPU time priced by the rate card (method analytics.cost_method)
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -6,28 +6,28 @@ CREATE OR REPLACE VIEW jobs AS
 WITH raw AS NOT MATERIALIZED (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE}, filename = true, file_row_number = true))
 SELECT
-    updated_at,                                              -- TIMESTAMP WITH TIME ZONE: when this state was observed, UTC
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    job_id,                                                  -- VARCHAR: stable workload id (pod UID, trace job id)
-    tenant,                                                  -- VARCHAR: tenant from config (namespace -> tenant)
-    namespace,                                               -- VARCHAR: Kubernetes namespace
-    pod,                                                     -- VARCHAR: pod name
-    queue,                                                   -- VARCHAR: scheduler queue (e.g. Kueue LocalQueue)
-    gpu_model,                                               -- VARCHAR: requested or granted GPU model
-    gpus,                                                    -- DOUBLE: GPUs requested; fractional for shared GPUs (0.5 = half a GPU)
-    gpu_sharing,                                             -- VARCHAR: exclusive, fraction, time-sliced or mig
-    mig_profile,                                             -- VARCHAR: requested MIG profile, if any
-    submitted_at,                                            -- TIMESTAMP WITH TIME ZONE: creation time, UTC
-    scheduled_at,                                            -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
-    started_at,                                              -- TIMESTAMP WITH TIME ZONE: first container started, UTC
-    finished_at,                                             -- TIMESTAMP WITH TIME ZONE: ended, UTC
-    status,                                                  -- VARCHAR: pending, running, succeeded, failed, cancelled, preempted
-    reason,                                                  -- VARCHAR: why it ended or waits (OOMKilled, Evicted, Error, ...)
-    node,                                                    -- VARCHAR: Kubernetes node / host name
-    gpu_uuids,                                               -- VARCHAR[]: GPUs bound to it
-    owner_kind,                                              -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
-    owner_name,                                              -- VARCHAR: top owner name
-    source,                                                  -- VARCHAR: collector source (k8s, sim, import)
+    CAST(updated_at AS TIMESTAMP WITH TIME ZONE) AS updated_at, -- TIMESTAMP WITH TIME ZONE: when this state was observed, UTC
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(job_id AS VARCHAR) AS job_id,                       -- VARCHAR: stable workload id (pod UID, trace job id)
+    CAST(tenant AS VARCHAR) AS tenant,                       -- VARCHAR: tenant from config (namespace -> tenant)
+    CAST(namespace AS VARCHAR) AS namespace,                 -- VARCHAR: Kubernetes namespace
+    CAST(pod AS VARCHAR) AS pod,                             -- VARCHAR: pod name
+    CAST(queue AS VARCHAR) AS queue,                         -- VARCHAR: scheduler queue (e.g. Kueue LocalQueue)
+    CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: requested or granted GPU model
+    CAST(gpus AS DOUBLE) AS gpus,                            -- DOUBLE: GPUs requested; fractional for shared GPUs (0.5 = half a GPU)
+    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced or mig
+    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: requested MIG profile, if any
+    CAST(submitted_at AS TIMESTAMP WITH TIME ZONE) AS submitted_at, -- TIMESTAMP WITH TIME ZONE: creation time, UTC
+    CAST(scheduled_at AS TIMESTAMP WITH TIME ZONE) AS scheduled_at, -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
+    CAST(started_at AS TIMESTAMP WITH TIME ZONE) AS started_at, -- TIMESTAMP WITH TIME ZONE: first container started, UTC
+    CAST(finished_at AS TIMESTAMP WITH TIME ZONE) AS finished_at, -- TIMESTAMP WITH TIME ZONE: ended, UTC
+    CAST(status AS VARCHAR) AS status,                       -- VARCHAR: pending, running, succeeded, failed, cancelled, preempted
+    CAST(reason AS VARCHAR) AS reason,                       -- VARCHAR: why it ended or waits (OOMKilled, Evicted, Error, ...)
+    CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
+    CAST(gpu_uuids AS VARCHAR[]) AS gpu_uuids,               -- VARCHAR[]: GPUs bound to it
+    CAST(owner_kind AS VARCHAR) AS owner_kind,               -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
+    CAST(owner_name AS VARCHAR) AS owner_name,               -- VARCHAR: top owner name
+    CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source (k8s, sim, import)
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM raw r
 -- The newest row of each key: the row that no other row of the same key outdoes (a tie is broken by

@@ -4,11 +4,11 @@
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW queue_depth AS
 SELECT
-    ts,                                                      -- TIMESTAMP WITH TIME ZONE: the tick, UTC
-    cluster,                                                 -- VARCHAR: cluster name from config ('default' when unset)
-    gpu_model,                                               -- VARCHAR: GPU model asked for
-    pending_jobs,                                            -- BIGINT: jobs submitted and not yet bound at the tick
-    pending_gpus,                                            -- DOUBLE: GPUs those jobs ask for
+    CAST(ts AS TIMESTAMP WITH TIME ZONE) AS ts,              -- TIMESTAMP WITH TIME ZONE: the tick, UTC
+    CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
+    CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: GPU model asked for
+    CAST(pending_jobs AS BIGINT) AS pending_jobs,            -- BIGINT: jobs submitted and not yet bound at the tick
+    CAST(pending_gpus AS DOUBLE) AS pending_gpus,            -- DOUBLE: GPUs those jobs ask for
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM read_parquet(getvariable('gpuledger_lake') || '/queue_depth/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});

@@ -178,3 +178,27 @@ def test_a_damaged_derived_file_is_one_line_naming_it_for_sql(store, analysed_la
     assert r.exit_code == 1
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and key.rsplit("/", 1)[-1] in lines[0], r.output
+
+
+def test_a_foreign_file_retypes_no_column_and_a_query_that_reads_it_names_it(store, cli):
+    """A file of strings beside a good one, not yet seen by analyze or compact: every view keeps its table's types
+    (DuckDB's union_by_name would make util_gpu_pct VARCHAR), a query that reads its values is one line naming it,
+    and one that does not read that column still answers."""
+    from gpuledger.query import Lake
+
+    w = LakeWriter(store)
+    w.write("gpu_samples", _rows("n1", 5), "n1")
+    foreign = f"gpu_samples/date={DAY.isoformat()}/part-foreign.parquet"
+    store.put_new(foreign, parquet_bytes(_rows("n2", 2).with_columns(pl.lit("busy").alias("util_gpu_pct"))))
+    with Lake(store) as q:
+        types = dict(q.execute("SELECT column_name, column_type FROM (DESCRIBE gpu_samples)").rows)
+    assert types["util_gpu_pct"] == "FLOAT" and types["ts"] == "TIMESTAMP WITH TIME ZONE"
+    r = cli("sql", "--lake", str(store), "SELECT sum(util_gpu_pct) AS s FROM gpu_samples")
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.output
+    assert "part-foreign.parquet" in lines[0] and "util_gpu_pct is String, not Float32" in lines[0], lines[0]
+    if store.folder is not None:  # DuckDB reads the files itself: the text the helper recognises, pinned
+        with pytest.raises(Exception, match=r"^Conversion Error") as e, Lake(store) as q:
+            q.load_views({"gpu_samples"})
+            q.con.execute("SELECT sum(util_gpu_pct) FROM gpu_samples").fetchall()
+        assert type(e.value).__name__ == "ConversionException"
