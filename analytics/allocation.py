@@ -75,8 +75,10 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
             .otherwise(pl.lit([None], dtype=pl.List(pl.String)))
             .alias("gpu_uuid"),
             pl.col("scheduled_at").alias("start"),
-            pl.coalesce("finished_at", now_lit).alias("end"),
-            pl.col("finished_at").is_null().alias("open"),
+            # Nothing is held after `now`: a job state timed ahead of the run (a node's clock, a simulation run past
+            # it) is not charged for time that has not come, and a finish still ahead leaves the job open at now.
+            pl.min_horizontal(pl.coalesce("finished_at", now_lit), now_lit).alias("end"),
+            (pl.col("finished_at").is_null() | (pl.col("finished_at") > now_lit)).alias("open"),
         )
         .explode("gpu_uuid")
         .filter(pl.col("end") > pl.col("start"))

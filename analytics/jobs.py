@@ -53,11 +53,12 @@ def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
     """Per job: queue_s, run_s, held_s (GPU held: bound -> end), gpu_hours, expansion factor, size bucket.
 
     queue_s = scheduled_at - submitted_at (for a job still pending: now - submitted_at, flagged by status);
-    run_s = end - (started_at, else scheduled_at); held_s = end - scheduled_at; end = finished_at, else now;
+    run_s = end - (started_at, else scheduled_at); held_s = end - scheduled_at; end = finished_at, else now, and
+    never after now (a finish timed ahead of the run is not counted before it comes: analytics.allocation);
     gpu_hours = gpus x held_s / 3600; expansion = (queue_s + run_s) / run_s.
     """
     now_lit = pl.lit(now).dt.cast_time_unit("us")
-    end = pl.coalesce("finished_at", now_lit)
+    end = pl.min_horizontal(pl.coalesce("finished_at", now_lit), now_lit)
     secs = lambda e: e.dt.total_microseconds() / 1e6  # noqa: E731 - a tiny local spelling helper
     wait = secs(pl.coalesce("scheduled_at", end) - pl.col("submitted_at"))
     run = secs(end - pl.coalesce("started_at", "scheduled_at"))

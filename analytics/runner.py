@@ -337,8 +337,9 @@ def _late_spans(lake, table: str, kept: dict | None, stamps: dict, window_lo: dt
 
 
 def _warn_ahead(lake: LakeRef, now: dt.datetime, skew_s: float) -> None:
-    """One warning line when samples are timed further ahead of `now` than the clock-skew allowance: they are left
-    out of this run (its window ends at `now`) and named here rather than passed over in silence."""
+    """One warning line when samples (and one when job states) are timed further ahead of `now` than the clock-skew
+    allowance: they are left out of this run (its window ends at `now`) and named here rather than passed over in
+    silence."""
     bound = now + dt.timedelta(seconds=skew_s)
     src = scan(lake, "gpu_samples").filter(pl.col("date") >= bound.date())  # the partitions that can hold them
     found = ahead(src, bound).collect()
@@ -350,6 +351,18 @@ def _warn_ahead(lake: LakeRef, now: dt.datetime, skew_s: float) -> None:
             skew_s,
             now.isoformat(timespec="seconds"),
             where,
+        )
+    # Job states timed ahead: their GPUs are held only up to `now` (analytics.allocation), said here once.
+    jobs = scan(lake, "jobs").filter(pl.col("date") >= bound.date(), pl.col("updated_at") > bound)
+    found = jobs.group_by("tenant").agg(pl.len().alias("rows")).sort("rows", "tenant", descending=[True, False])
+    found = found.collect()
+    if found.height:
+        log.warning(
+            "analytics: %s jobs rows are more than %g s ahead of the run's end %s; no GPU time after it is charged: %s",
+            f"{found['rows'].sum():,}",
+            skew_s,
+            now.isoformat(timespec="seconds"),
+            ", ".join(f"{t} {r:,}" for t, r in found.iter_rows()),
         )
 
 

@@ -19,6 +19,7 @@ from gpuledger.query import Lake
 from gpuledger.spool import Spool
 
 from builders import END as SMALL_END
+from builders import at, job_state, write_rows
 
 UTC = dt.timezone.utc
 END = dt.datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -102,3 +103,46 @@ def test_a_sample_a_week_ahead_is_set_aside_with_a_warning(small_lake, tmp_path,
     hourly = scan(lake, "gpu_hourly").collect()
     assert hourly.filter(pl.col("node") == "skewed-node").height == 0
     assert hourly["hour"].max() < now
+
+
+def test_a_job_whose_finish_is_ahead_holds_its_gpus_only_up_to_now(tmp_path, caplog):
+    """A job scheduled an hour before the run's end whose next state (succeeded) is timed three hours after it (a
+    clock ahead, or a simulation run past now): one warning line naming its tenant, and exactly the hour up to now
+    charged, as to a job still running (before, the three hours ahead were held and charged too)."""
+    lake = tmp_path / "lake"
+    now = at(2, 12)
+    job = {
+        "tenant": "vision",
+        "namespace": "vision",
+        "pod": "p",
+        "node": "n1",
+        "gpus": 2.0,
+        "gpu_model": "NVIDIA H100 80GB HBM3",
+        "submitted_at": now - dt.timedelta(hours=1),
+    }
+    write_rows(
+        lake,
+        "jobs",
+        [
+            job_state("j", "running", now - dt.timedelta(hours=1), scheduled_at=now - dt.timedelta(hours=1), **job),
+            job_state(
+                "j",
+                "succeeded",
+                now + dt.timedelta(hours=3),
+                scheduled_at=now - dt.timedelta(hours=1),
+                finished_at=now + dt.timedelta(hours=3),
+                **job,
+            ),
+        ],
+    )
+    with caplog.at_level(logging.WARNING, logger="gpuledger.analytics.runner"):
+        run(lake, until_s=now.timestamp())
+    lines = [r.getMessage() for r in caplog.records if "jobs rows are more than" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith("no GPU time after it is charged: vision 1"), lines
+    allocs = scan(lake, "gpu_allocations").collect()
+    assert allocs["end"].to_list() == [now] and allocs["open"].to_list() == [True]
+    # 2 GPUs x 1 hour at the H100's built-in $2.49/GPU-hour, in the cost tables and the job's own figures
+    cost = scan(lake, "cost_allocation").collect()
+    assert cost["gpu_hours"].to_list() == [2.0] and cost["cost_usd"].to_list() == [4.98]
+    stats = scan(lake, "job_stats").collect()
+    assert stats["held_s"].to_list() == [3600.0] and stats["gpu_hours"].to_list() == [2.0]
