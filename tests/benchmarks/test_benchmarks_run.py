@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -136,7 +137,7 @@ def test_every_benchmark_has_a_tiny_run():
 
 
 @pytest.mark.parametrize("script", sorted(FIGURES))
-def test_benchmark_runs_tiny(script, tmp_path):
+def test_benchmark_runs_tiny(script):
     tool = TOOLS.get(script)
     if tool and shutil.which(tool) is None:
         pytest.skip(f"{script} needs {tool} on PATH (Debian package {tool})")
@@ -144,15 +145,21 @@ def test_benchmark_runs_tiny(script, tmp_path):
     here, extra = EXTRA.get(script, (False, ""))
     if here:
         figures = (*figures, extra)
-    # TMPDIR: the lakes and files a script makes in temp dirs land under tmp_path, even when it fails midway.
-    done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--tiny"],
-        cwd=REPO,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # TMPDIR: the lakes and files a script makes in temp dirs land in a folder removed after it, even when it fails
+    # midway. A short one, not tmp_path: Chromium puts its singleton socket there, and a Unix socket's path has at
+    # most 107 bytes (under pytest-xdist tmp_path is long enough that Chromium exits at start).
+    scratch = tempfile.mkdtemp(prefix="gl-bench-")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(BENCH / script), "--tiny"],
+            cwd=REPO,
+            env={**os.environ, "TMPDIR": scratch},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     assert done.returncode == 0, (
         f"{script} --tiny exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     )
