@@ -32,7 +32,7 @@ from gpuledger.errors import QueryError
 from gpuledger.lake import has_data, scan_files, table_files
 from gpuledger.lake_check import verify_file
 from gpuledger.query_guard import Projection, Stream, guarded, lock_down
-from gpuledger.schema_sql import duckdb_type
+from gpuledger.schema_sql import duckdb_type, render, with_file_columns
 from gpuledger.store import LakeRef, Store, open_store
 
 LAKE_VARIABLE = "gpuledger_lake"
@@ -40,10 +40,6 @@ _REGISTERED = re.compile(r"registered as '_lake_(\w+)'")
 _CONVERSION = "Conversion Error"  # DuckDB's text for a ConversionException (tests/core/test_quarantine.py pins it)
 # Rows per record batch of a streamed result: 100,000 rows of the widest view (jobs, 23 columns) are ~50 MB.
 BATCH_ROWS = 100_000
-# A table view's read of its files, as gpuledger/schema_sql.py writes it: on an object-store lake it reads the
-# registered `_lake_<table>` relation instead (gpuledger.lake.scan_files; polars, not DuckDB over fsspec: 100x
-# faster over 30 objects, docs/design/16-object-store.md), the rest of the view's SQL unchanged.
-_TABLE_READ = re.compile(r"read_parquet\(getvariable\('gpuledger_lake'\) \|\| '/(\w+)/[^']*',([^)]*)\)")
 
 
 def sql_files() -> dict[str, str]:
@@ -205,7 +201,7 @@ class Lake(_Reader):
             if name not in want:
                 continue
             if self._folder is None and name in schema.TABLES:
-                self._load_registered(name, text)
+                self._load_registered(name)
                 continue
             if self._loaded.get(name) is False:
                 continue
@@ -220,22 +216,20 @@ class Lake(_Reader):
             except duckdb.Error as e:
                 raise QueryError(f"cannot load view {name} from sql/{name}.sql: {_first_line(e)}") from e
 
-    def _load_registered(self, name: str, text: str) -> None:
+    def _load_registered(self, name: str) -> None:
         """(Re)register `_lake_<name>` over the objects one listing finds now (honouring compaction's merge records:
-        lake.table_files), and define the view over it once; an empty typed view while the table has no objects."""
+        lake.table_files), and define the view over it once, the generator's view with that relation as its source
+        (schema_sql.render); an empty typed view while the table has no objects."""
         files = table_files(self.root, name)
         if not files and self._loaded.get(name) is not False:
             if name not in self._loaded:
                 self.con.execute(_empty_view(name))
                 self._loaded[name] = True
             return
-        read = _TABLE_READ.search(text)
-        if read is None or read.group(1) != name:  # the generator and this pattern disagree: say so, not misread
-            raise QueryError(f"sql/{name}.sql does not read its files as gpuledger/schema_sql.py writes them")
         try:
-            self.con.register(f"_lake_{name}", scan_files(self.root, name, files, "filename = true" in read.group(2)))
+            self.con.register(f"_lake_{name}", scan_files(self.root, name, files, with_file_columns(name)))
             if self._loaded.get(name) is not False:
-                self.con.execute(_TABLE_READ.sub(f"_lake_{name}", text, count=1))
+                self.con.execute(render(name, source=f"_lake_{name}"))
                 self._loaded[name] = False
         except duckdb.Error as e:
             raise QueryError(f"cannot load view {name} from sql/{name}.sql over {self.root}: {_first_line(e)}") from e

@@ -105,7 +105,10 @@ def _ident(name: str) -> str:
     return f'"{name}"' if name in _reserved() else name
 
 
-def _files(t: schema.Table, extra: str = "") -> list[str]:
+def _files(t: schema.Table, extra: str = "", source: str | None = None) -> list[str]:
+    """The lines of the view's read of its table: `source` when given, else a read_parquet of its files."""
+    if source is not None:
+        return [source]
     partitions = ", ".join(f"'{p}': {duckdb_type(t.polars_schema[p])}" for p in t.path_columns)
     return [
         f"read_parquet(getvariable('gpuledger_lake') || '/{t.name}/{t.file_glob}',",
@@ -113,10 +116,24 @@ def _files(t: schema.Table, extra: str = "") -> list[str]:
     ]
 
 
-def render(name: str) -> str:
+def _joined(before: str, read: list[str], after: str) -> list[str]:
+    out = [*read]
+    out[0] = before + out[0]
+    out[-1] = out[-1] + after
+    return out
+
+
+def with_file_columns(name: str) -> bool:
+    """Whether the view of `name` reads each row's file and row number (its tie-break between equal rows): a source
+    handed to `render` must give them too (gpuledger.lake.scan_files' with_file_columns)."""
+    return isinstance(SHAPES.get(name), Newest)
+
+
+def render(name: str, source: str | None = None) -> str:
     """The text of sql/<name>.sql: a header, one line per column with `-- TYPE: doc`, and a read_parquet over the
     table's hive-partitioned files, shaped by SHAPES where the view keeps less than every row (the empty-lake case
-    is query._empty_view's)."""
+    is query._empty_view's). `source`: a relation to read the rows from instead of the files (an object-store lake's
+    rows, registered by the query helper), with the same columns, and the file columns where `with_file_columns`."""
     t = schema.table(name)
     shape = SHAPES.get(name)
     grain = f"-- Files: {t.grain}. " if shape else "-- "
@@ -128,11 +145,10 @@ def render(name: str) -> str:
         f"CREATE OR REPLACE VIEW {t.name} AS",
     ]
     if isinstance(shape, Newest):
-        read = _files(t, ", filename = true, file_row_number = true")
-        lines += [f"WITH raw AS NOT MATERIALIZED (SELECT * FROM {read[0]}", f"{read[1]})"]
+        read = _files(t, ", filename = true, file_row_number = true", source)
+        lines += _joined("WITH raw AS NOT MATERIALIZED (SELECT * FROM ", read, ")")
     elif isinstance(shape, Folded):
-        read = _files(t)
-        lines += [f"WITH raw AS (SELECT * FROM {read[0]}", f"{read[1]})"]
+        lines += _joined("WITH raw AS (SELECT * FROM ", _files(t, source=source), ")")
     lines.append("SELECT")
     last = len(t.columns) - 1
     for i, c in enumerate(t.columns):
@@ -164,15 +180,10 @@ def render(name: str) -> str:
     elif isinstance(shape, Folded):
         lines += ["FROM raw", f"GROUP BY {', '.join(shape.keys)};"]
     elif isinstance(shape, LatestRun):
-        read = _files(t)
-        lines += [
-            f"FROM {read[0]}",
-            read[1],
-            f"QUALIFY {shape.by} = max({shape.by}) OVER (PARTITION BY {', '.join(shape.per)});",
-        ]
+        lines += _joined("FROM ", _files(t, source=source), "")
+        lines.append(f"QUALIFY {shape.by} = max({shape.by}) OVER (PARTITION BY {', '.join(shape.per)});")
     else:
-        read = _files(t)
-        lines += [f"FROM {read[0]}", f"{read[1]};"]
+        lines += _joined("FROM ", _files(t, source=source), ";")
     return "\n".join(lines) + "\n"
 
 
