@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -369,8 +369,7 @@ def job_allocations(lake: LakeRef, rows: pl.DataFrame, now: dt.datetime) -> pl.D
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """The jobs a run loads and what changed in them: prepared before the telemetry pass (which needs the
-    allocations and the times whose allocations changed), used after it. `job_tables` returns a copy with the
-    GPU-hours per tenant and the GPUs seen (dataclasses.replace)."""
+    allocations and the times whose allocations changed), used after it by `job_tables`."""
 
     now: dt.datetime
     cfg: Config
@@ -389,8 +388,6 @@ class Plan:
     from_s: float | None
     # The times whose allocation intervals differ from gpu_allocations' (none in a full run: every day is redone).
     alloc_spans: tuple[planner.Span, ...] = ()
-    tenant_hours: pl.DataFrame | None = None  # job_tables': GPU-hours per (cluster, tenant, hour)
-    gpus: pl.DataFrame | None = None  # job_tables': the model, node and parent seen on each GPU
 
     def allocations_from(self, t: dt.datetime) -> pl.DataFrame:
         """The intervals that end after t: t must be at or after the first day loaded."""
@@ -599,12 +596,18 @@ def write_changed_partitions(
     return len(have), (out.filter(pl.col("date").is_in(list(have))).height if have else 0)
 
 
-def job_tables(lake: LakeRef, writer: LakeWriter, plan: Plan) -> tuple[list[tuple[str, int, int, float]], Plan]:
-    """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly.
+@dataclass(frozen=True)
+class JobTables:
+    """What `job_tables` did, for the passes after it."""
 
-    Returns (table, days, rows, seconds) per table, days being the partitions recomputed, and the plan with the
-    GPU-hours per tenant and the GPUs seen (another plan, for every day, when a GPU's model, node or parent
-    changed)."""
+    reports: list[tuple[str, int, int, float]]  # (table, days recomputed, rows, seconds) per table
+    plan: Plan  # the plan they followed: another one, for every day, when a GPU's model, node or parent changed
+    tenant_hours: pl.DataFrame  # GPU-hours per (cluster, tenant, hour), kept from run to run
+    gpus: pl.DataFrame  # the model, node and parent seen on each GPU
+
+
+def job_tables(lake: LakeRef, writer: LakeWriter, plan: Plan) -> JobTables:
+    """Write gpu_allocations, job_hourly, cost_allocation, cost_daily, job_stats, queue_depth and fleet_hourly."""
     t0 = time.perf_counter()
     state = _State(lake)
     hourly = _HourlyChanges(lake, state.meta or {}, plan.full, state.frame("gpus"))
@@ -705,7 +708,7 @@ def job_tables(lake: LakeRef, writer: LakeWriter, plan: Plan) -> tuple[list[tupl
     counts = plan.counts.sort("cluster", "gpu_model", "gpus")
     state.save({"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": counts}, meta)
     log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
-    return reports, replace(plan, tenant_hours=tenant_hours, gpus=hourly.gpus)
+    return JobTables(reports, plan, tenant_hours, hourly.gpus)
 
 
 class _HourlyChanges:

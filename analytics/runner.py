@@ -29,7 +29,7 @@ from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cl
 from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import ahead, gpu_5min, gpu_hourly
-from gpuledger.analytics.incremental import Plan, job_tables, prepare, write_changed_partitions
+from gpuledger.analytics.incremental import JobTables, Plan, job_tables, prepare, write_changed_partitions
 from gpuledger.analytics.state_store import STATE, state_dir
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_5min
@@ -103,11 +103,12 @@ def _idle_holds(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
     return idle_holds(held, hourly, cfg.analytics.waste_threshold_pct, now)
 
 
-def _decisions(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
+def _decisions(lake: LakeRef, done: JobTables, cfg: Config) -> pl.LazyFrame:
     """Each cluster's rows, for its own webhook: GPUs held, quotas, fair share and idle GPUs are the cluster's own
     (its webhook admits its own Pods); the month's spending against a budget is the tenant's across clusters."""
     a = cfg.analytics
     tenants = cfg.tenants
+    plan = done.plan
     now = plan.now
     open_now = plan.allocs.filter(pl.col("open")).select("cluster", "tenant", "gpu_model", "share")
     month = dt.datetime(now.year, now.month, 1, tzinfo=dt.timezone.utc)
@@ -125,7 +126,7 @@ def _decisions(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
     )
     # From GPU-hours per (tenant, hour), kept from run to run (analytics/incremental.py): a few rows per tenant and
     # hour, where every GPU-hour ever held would be 8.8M rows a year of 1,000 GPUs.
-    hours = plan.tenant_hours
+    hours = done.tenant_hours
     # Idle now, from the idle_holds written just before this table: GPUs idle through the last waste window.
     idle = (
         scan(lake, "idle_holds")
@@ -161,10 +162,10 @@ def _decisions(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
 # Recomputed whole each run after the job-level tables (analytics/incremental.py), in this order (demand_forecast
 # reads fleet_hourly, decisions the cost and idle_holds, all as just written): name -> compute(lake, now, cfg).
 WHOLE = {
-    "demand_forecast": lambda lake, plan, cfg: _demand_forecast(lake, plan.now),
-    "idle_holds": _idle_holds,
+    "demand_forecast": lambda lake, done, cfg: _demand_forecast(lake, done.plan.now),
+    "idle_holds": lambda lake, done, cfg: _idle_holds(lake, done.plan, cfg),
     "decisions": _decisions,
-    "tenants": lambda lake, plan, cfg: _tenants(plan.now, cfg, plan.clusters()),
+    "tenants": lambda lake, done, cfg: _tenants(done.plan.now, cfg, done.plan.clusters()),
 }
 
 
@@ -251,14 +252,15 @@ def _run(
         for job in TELEMETRY:
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
     if plan is not None:
-        job_level, plan = job_tables(lake, writer, plan)
-        reports += [RunReport(*r) for r in job_level]
+        done = job_tables(lake, writer, plan)
+        plan = done.plan
+        reports += [RunReport(*r) for r in done.reports]
         for job, compute in WHOLE.items():
             t0 = time.perf_counter()
-            days, rows = _run_whole(lake, writer, job, compute(lake, plan, cfg))
+            days, rows = _run_whole(lake, writer, job, compute(lake, done, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
         frag = _fragmentation(
-            lake, writer, plan, cfg, from_s, [*late, *plan.alloc_spans], bool(rebuild) or _refit(lake, kept, stamps)
+            lake, writer, done, cfg, from_s, [*late, *plan.alloc_spans], bool(rebuild) or _refit(lake, kept, stamps)
         )
         if frag is not None:
             reports.append(frag)
@@ -461,7 +463,7 @@ def _keep_rows_before(lake: LakeRef, job: str, out: pl.DataFrame, lo: dt.datetim
 def _fragmentation(
     lake: LakeRef,
     writer: LakeWriter,
-    plan: Plan,
+    done: JobTables,
     cfg: Config,
     from_s: float | None = None,
     spans: list | None = None,
@@ -472,6 +474,7 @@ def _fragmentation(
 
     Each cluster of the lake on its own: its GPUs, its allocations and its jobs' requests (node names repeat across
     clusters, and a cluster's jobs cannot use another's free GPUs)."""
+    plan = done.plan
     t0 = time.perf_counter()
     hourly = scan(lake, "gpu_hourly")
     # A lake without telemetry (an imported trace) takes each cluster's inventory from the nodes table.
@@ -508,7 +511,7 @@ def _fragmentation(
         clusters = sorted(nodes)
     # MIG instances' physical GPUs, as kept by the job-level tables (from every gpu_hourly file they would cost a
     # pass over the whole history each run).
-    parents = plan.gpus.select("gpu_uuid", pl.col("parent_gpu_uuid")).drop_nulls("parent_gpu_uuid")
+    parents = done.gpus.select("gpu_uuid", pl.col("parent_gpu_uuid")).drop_nulls("parent_gpu_uuid")
     rows = dates = 0
     for r_lo, r_hi in ranges:
         # A week at a time: an hour's rows depend on that hour's inventory and holds only, and a year at once would
