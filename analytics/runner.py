@@ -218,8 +218,12 @@ def _run(
     # The raw files' stamps before anything is read: a file landing during the run is new to the next one.
     kept = _kept_stamps(lake)
     # Each file new since the last run is checked first; a damaged or foreign one is set aside (lake_check).
-    stamps = {t: checked_stamps(lake, t, (kept or {}).get(t, {}), "analyze", cfg.cluster)[0] for t in RAW}
-    rebuild = _set_aside_damaged_derived(lake, kept, cfg.cluster)
+    checked = {t: checked_stamps(lake, t, (kept or {}).get(t, {}), "analyze", cfg.cluster) for t in RAW}
+    stamps = {t: c[0] for t, c in checked.items()}
+    rebuild, bad_derived = _set_aside_damaged_derived(lake, kept, cfg.cluster)
+    set_aside = sum(c[1] for c in checked.values()) + bad_derived
+    if set_aside:  # the run's own line for it (`analyze` prints one per report), beside each file's warning
+        reports.append(RunReport("quarantined_files", 0, set_aside))
     # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
     # rolled up from those in memory (re-reading them from the lake costs as much as computing them).
     src = scan(lake, "gpu_samples")
@@ -275,20 +279,21 @@ RAW = ("gpu_samples", "nodes", "pod_shapes", "jobs")
 DERIVED = tuple(t.name for t in schema.DERIVED_TABLES)
 
 
-def _set_aside_damaged_derived(lake: LakeRef, kept: dict | None, cluster: str) -> str | None:
-    """Why this run rebuilds the derived tables from the raw ones, or None. A derived file whose stamp is not the one
-    the last run left (lake.file_stamps) is checked like a raw one (lake_check): one that cannot be read whole is
-    set aside with a warning, and the tables are recomputed from the first sample, as on a first run, since any
-    other day's figures may have been derived from it (a job's cost spans days). Files this analytics wrote are
-    not read again: the check costs a listing per table, not a read of the lake."""
+def _set_aside_damaged_derived(lake: LakeRef, kept: dict | None, cluster: str) -> tuple[str | None, int]:
+    """Why this run rebuilds the derived tables from the raw ones (or None), and how many files it set aside.
+
+    A derived file whose stamp is not the one the last run left (lake.file_stamps) is checked like a raw one
+    (lake_check): one that cannot be read whole is set aside with a warning, and the tables are recomputed from the
+    first sample, as on a first run, since any other day's figures may have been derived from it (a job's cost spans
+    days). Files this analytics wrote are not read again: the check costs a listing per table, not a read."""
     if kept is None or "derived" not in kept:
-        return None
-    bad = [t for t in DERIVED if checked_stamps(lake, t, kept["derived"].get(t, {}), "analyze", cluster)[1]]
+        return None, 0
+    bad = {t: n for t in DERIVED if (n := checked_stamps(lake, t, kept["derived"].get(t, {}), "analyze", cluster)[1])}
     if not bad:
-        return None
+        return None, 0
     why = f"a damaged file of {', '.join(bad)} was set aside"
     log.warning("analytics: %s; rebuilding every derived table from the raw ones", why)
-    return why
+    return why, sum(bad.values())
 
 
 def _refit(lake: LakeRef, kept: dict | None, stamps: dict[str, dict]) -> bool:

@@ -70,7 +70,7 @@ class Collector:
         self._flush_retry_at = 0.0
         self.scrapes = 0
         self.errors = 0
-        self.metrics = metrics or CollectorMetrics(spool.dir)
+        self.metrics = metrics or CollectorMetrics(spool.dir, writer.store)
         # A failing source is retried with exponential backoff (interval x 2^failures, at most MAX_BACKOFF_S),
         # so a dead endpoint is not hammered and does not flood health_events.
         self._failures: dict[str, int] = {}

@@ -155,6 +155,14 @@ class Store(abc.ABC):
         """Move `key` under `_quarantine/` (outside every table's glob, so no reader reads it again) and return its
         new key. The same key set aside twice keeps the first copy."""
 
+    def set_aside_counts(self) -> dict[str, int]:
+        """{table: files} under `_quarantine/` now: what the collector's /metrics reports (a listing, no read)."""
+        out: dict[str, int] = {}
+        for key in self.files(QUARANTINE, "*/date=*/*.parquet"):
+            table = key.split("/")[1]
+            out[table] = out.get(table, 0) + 1
+        return out
+
     @abc.abstractmethod
     def version(self, key: str) -> tuple:
         """Something that changes whenever `key` is written again; () when it does not exist."""
@@ -208,6 +216,7 @@ class Store(abc.ABC):
 
 
 COMPRESSION = "zstd"
+QUARANTINE = "_quarantine"  # where Store.set_aside moves a file: outside every table's glob
 # Every data page carries a CRC32 of its bytes (Parquet's page checksum), written by pyarrow: polars' own writer
 # writes none, and a flipped bit in a zstd page that still decompresses reads back as another value with no error
 # (40 of 40 single-bit flips in a polars-written file read back silently; with checksums pyarrow refused all 40:

@@ -18,10 +18,9 @@ import polars as pl
 from gpuledger.atomic import ensure_dir, explain, fsync_dir, publish, stage, write_atomic, write_many_atomic
 from gpuledger.errors import ClusterError, LakeError
 from gpuledger.store import local_lock
-from gpuledger.store.base import Merge, Staging, Stamp, Store, write_parquet, write_stream
+from gpuledger.store.base import QUARANTINE, Merge, Staging, Stamp, Store, write_parquet, write_stream
 
 JOURNAL = "_compact.json"
-QUARANTINE = "_quarantine"
 STAGING = "_state/staging"
 # gpuledger's own folders in a lake (not any "_" name: a project folder with __pycache__/ is no lake).
 OWN_FOLDERS = {"_state", "_spool", "_sim", QUARANTINE}

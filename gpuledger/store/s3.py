@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 import obstore
 
 from gpuledger.errors import LakeError
-from gpuledger.store.base import Merge, Staging, Stamp, Store, StoreUnreachable, parquet_bytes
+from gpuledger.store.base import QUARANTINE, Merge, Staging, Stamp, Store, StoreUnreachable, parquet_bytes
 
 CONNECT_TIMEOUT = "2s"
 REQUEST_TIMEOUT = "60s"  # a whole request: a day's merged file at loopback or LAN speed, well inside it
@@ -537,7 +537,7 @@ class S3Store(Store):
         delete_many([self.loc / key for key in keys], self.environ)
 
     def set_aside(self, key: str) -> str:
-        dest_key = f"_quarantine/{key}"
+        dest_key = f"{QUARANTINE}/{key}"
         src, dest = self.loc / key, self.loc / dest_key
         try:
             obstore.copy(self.client(), src.key, dest.key)

@@ -55,12 +55,20 @@ def test_analyze_sets_a_damaged_samples_file_aside_and_goes_on(store, tmp_path, 
     lake.put_new(foreign_key, parquet_bytes(pl.DataFrame({"ts": ["yesterday"], "gpu_uuid": ["GPU-x"]})))
 
     with caplog.at_level("WARNING"):
-        run(lake, until_s=END)
+        reports = run(lake, until_s=END)
 
+    assert [(r.job, r.rows) for r in reports if r.job == "quarantined_files"] == [("quarantined_files", 2)]
     named = [m for m in caplog.messages if "set aside as" in m]
     assert len(named) == 2 and any(victim in m for m in named) and any(foreign_key in m for m in named)
     q = scan(lake, "quarantined_files").collect().sort("file")
     assert sorted(q["file"].to_list()) == sorted([victim, foreign_key]) and set(q["found_by"]) == {"analyze"}
+    # The collector's /metrics counts them by table (a listing of _quarantine/ at each scrape).
+    from prometheus_client import generate_latest
+
+    from gpuledger.collector.metrics import CollectorMetrics
+
+    page = generate_latest(CollectorMetrics(store=lake).registry).decode()
+    assert 'gpuledger_quarantined_files{table="gpu_samples"} 2.0' in page, page
     # Every other sample was counted: the hourly rollup holds exactly the samples left.
     assert scan(lake, "gpu_hourly").collect()["samples"].sum() == total - rows_in
     # The next run reads nothing again and sets nothing aside twice.
