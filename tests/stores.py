@@ -34,3 +34,15 @@ def on_disk(store: Store, dest: Path, keep=lambda rel: True) -> list[str]:
         (dest / key).parent.mkdir(parents=True, exist_ok=True)
         (dest / key).write_bytes(store.get(key))
     return keys
+
+
+def canonical(df):
+    """The rows in one order whatever order a query gave them: sorted by each row's text, floats to 9 digits (a
+    parallel sum may differ in its last bits from run to run)."""
+    import math
+
+    def key(row):
+        return tuple(repr(round(v, 9 - int(math.log10(abs(v) or 1)))) if isinstance(v, float) else repr(v) for v in row)
+
+    order = sorted(range(df.height), key=lambda i: key(df.row(i)))
+    return df[order] if df.height else df
