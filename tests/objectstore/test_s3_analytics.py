@@ -118,14 +118,6 @@ def _ok(r: subprocess.CompletedProcess) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def _analyze_both(lake: S3Store, local: Path, until_s: float, env: dict, config: Path | None = None) -> None:
-    """The bucket and the local lake analysed at once (the S3 run mostly waits on the server)."""
-    runs = [_analyze(root, until_s, env, config, background=True) for root in (lake, local)]
-    for p in runs:
-        _, err = p.communicate(timeout=180)
-        assert p.returncode == 0, err[-3000:]
-
-
 def _refusal(r: subprocess.CompletedProcess) -> str:
     """The one stderr line of a refused run."""
     assert r.returncode == 1, (r.returncode, r.stderr[-3000:])
