@@ -160,6 +160,6 @@ def store(request, tmp_path):
 @pytest.fixture
 def analysed_store(store, analysed_lake):
     """analysed_lake's files on each kind of Store (a copy: tests may write to it)."""
-    from stores import put_lake
+    from builders import put_lake
 
     return put_lake(analysed_lake, store)

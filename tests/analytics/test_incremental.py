@@ -25,13 +25,12 @@ import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from stores import all_keys, on_disk, put_lake
 
 from gpuledger.analytics.runner import run
 from gpuledger.config import Rate, defaults
 from gpuledger.schema import DERIVED_TABLES
 
-from builders import H100, at, differences, epoch_us, job_state, make_lake, write_rows
+from builders import H100, all_keys, at, differences, epoch_us, job_state, make_lake, on_disk, put_lake, write_rows
 
 JOB_TABLES = (
     "gpu_allocations",

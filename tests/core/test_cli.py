@@ -4,11 +4,12 @@ import re
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from stores import all_keys
 
 from gpuledger import __version__
 from gpuledger.cli import main
 from gpuledger.lake import scan, table_files
+
+from builders import all_keys
 
 
 def test_version(cli):

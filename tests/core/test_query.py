@@ -4,12 +4,13 @@ import json
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
-from stores import canonical, put_lake
 
 from gpuledger import schema
 from gpuledger.errors import QueryError
 from gpuledger.lake import scan
 from gpuledger.query import Lake, sql_files
+
+from builders import canonical, put_lake
 
 
 def test_every_view_exists_on_an_empty_lake(tmp_path):

@@ -131,10 +131,11 @@ def test_every_page_renders_from_the_analysed_lake_on_each_store(analysed_store)
 def test_the_snapshot_holds_what_its_queries_give_on_the_lake(analysed_store):
     """The dashboards' in-memory snapshot, built from the store, holds each table as its query gives it on the lake."""
     from polars.testing import assert_frame_equal
-    from stores import canonical
 
     from gpuledger.dashboards.data import SNAPSHOT, DashData
     from gpuledger.query import Lake
+
+    from builders import canonical
 
     d = DashData(analysed_store)
     try:

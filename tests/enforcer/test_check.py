@@ -5,10 +5,10 @@ import datetime as dt
 
 import yaml
 from kubernetes import client
-from stores import all_keys
 
 from gpuledger.query import Lake
 
+from builders import all_keys
 from conftest import END
 
 AT = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()
