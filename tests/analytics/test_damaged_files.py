@@ -4,27 +4,19 @@ _quarantine/, recorded in quarantined_files, and the run goes on with every othe
 
 from __future__ import annotations
 
-import shutil
-
 import polars as pl
 
 from gpuledger.analytics.runner import run
 from gpuledger.lake import scan, table_files
 from gpuledger.store.base import parquet_bytes
 
-from builders import END, make_lake
+from builders import END, make_lake, put_lake
 
 
 def _lake_on(store, tmp_path):
     local = tmp_path / "made"
     make_lake(local, nodes=2, gpus=2, days=2.0, step_s=300)
-    if store.folder is not None:
-        shutil.copytree(local, store.folder)
-    else:
-        from s3_server import upload
-
-        upload(local, store)
-    return store
+    return put_lake(local, store)
 
 
 def test_analyze_sets_a_damaged_samples_file_aside_and_goes_on(store, tmp_path, caplog):
