@@ -5,6 +5,8 @@
 - Allocations: `allocation(...)` and `allocations(...)`, intervals of GPU held as the analytics read them.
 - Lakes: `make_lake(...)`, a simulated lake at a fixed seed ending at `END`, and `write_rows(...)` for a
   hand-built one; `differences(a, b, table)` and `assert_same_lake(a, b)` compare two lakes' rows (EXCEPT ALL).
+- Lakes on each kind of Store (the `store` fixture): `put_lake(local, store)`, `all_keys(store)`, `on_disk(store,
+  dest)` for a local copy, and `canonical(frame)`, a query's rows in one order.
 - Kubernetes objects: real fixture objects, deserialized by the real kubernetes client. `pod("name")` loads
   tests/fixtures/k8s/<name>.yaml and turns it into a V1Pod through ApiClient.deserialize, the same code path a
   watch event takes. `derived(...)` edits a copy of a real pod's dict first; each helper says what it changes, so
@@ -25,6 +27,7 @@ import yaml
 from gpuledger import schema
 from gpuledger.config import defaults
 from gpuledger.lake import LakeWriter, frame_from_rows, table_files
+from gpuledger.store import Store
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -106,6 +109,46 @@ def write_rows(lake: Path, table: str, rows: list[dict], name: str = "test") -> 
     """Hand-built rows into `table` of `lake` as a writer puts them (typed by the schema, a file per date, named
     part-<name>): the same name again replaces that file, another name adds one."""
     return LakeWriter(lake).write(table, frame_from_rows(table, rows), name)
+
+
+# -- lakes on each kind of Store (conftest's `store` fixture), through the Store's interface only -------------------
+def put_lake(local: Path, store: Store) -> Store:
+    """Every file of the local lake `local` (its spool aside) under `store`, at the same keys. Returns the store."""
+    files = [f for f in sorted(local.rglob("*")) if f.is_file() and f.relative_to(local).parts[0] != "_spool"]
+    store.put_many([(f.relative_to(local).as_posix(), f.read_bytes()) for f in files])
+    return store
+
+
+def all_keys(store: Store) -> set[str]:
+    """Every key under the store's root, relative to it (a compaction's records and the analytics' state too)."""
+    if store.folder is not None:
+        return {p.relative_to(store.folder).as_posix() for p in store.folder.rglob("*") if p.is_file()}
+    import obstore
+
+    prefix = f"{store.loc.key}/" if store.loc.key else ""
+    return {m["path"][len(prefix) :] for batch in obstore.list(store.client(), prefix=prefix or None) for m in batch}
+
+
+def on_disk(store: Store, dest: Path, keep=lambda rel: True) -> list[str]:
+    """The store's files whose key `keep` accepts, copied to the same relative paths under `dest`; their keys,
+    sorted."""
+    keys = sorted(k for k in all_keys(store) if keep(k))
+    for key in keys:
+        (dest / key).parent.mkdir(parents=True, exist_ok=True)
+        (dest / key).write_bytes(store.get(key))
+    return keys
+
+
+def canonical(df):
+    """The rows in one order whatever order a query gave them: sorted by each row's text, floats to 9 digits (a
+    parallel sum may differ in its last bits from run to run)."""
+    import math
+
+    def key(row):
+        return tuple(repr(round(v, 9 - int(math.log10(abs(v) or 1)))) if isinstance(v, float) else repr(v) for v in row)
+
+    order = sorted(range(df.height), key=lambda i: key(df.row(i)))
+    return df[order] if df.height else df
 
 
 # -- Kubernetes objects --------------------------------------------------------------------------------------------

@@ -155,3 +155,11 @@ def store(request, tmp_path):
     if request.param == "local":
         return open_store(tmp_path / "lake")
     return open_store(f"s3://{request.getfixturevalue('s3').bucket}/lake")
+
+
+@pytest.fixture
+def analysed_store(store, analysed_lake):
+    """analysed_lake's files on each kind of Store (a copy: tests may write to it)."""
+    from builders import put_lake
+
+    return put_lake(analysed_lake, store)

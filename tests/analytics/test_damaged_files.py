@@ -5,8 +5,6 @@ the run that wrote it is set aside too, and the derived tables rebuilt from the 
 
 from __future__ import annotations
 
-import shutil
-
 import polars as pl
 import pytest
 
@@ -15,7 +13,7 @@ from gpuledger.lake import scan, table_files
 from gpuledger.schema import DERIVED_TABLES
 from gpuledger.store.base import parquet_bytes
 
-from builders import END, differences, make_lake
+from builders import END, differences, make_lake, on_disk, put_lake
 
 DERIVED = [t.name for t in DERIVED_TABLES]
 
@@ -32,13 +30,7 @@ def scratch(tmp_path_factory):
 def _lake_on(store, tmp_path):
     local = tmp_path / "made"
     make_lake(local, nodes=2, gpus=2, days=2.0, step_s=300)
-    if store.folder is not None:
-        shutil.copytree(local, store.folder)
-    else:
-        from s3_server import upload
-
-        upload(local, store)
-    return store
+    return put_lake(local, store)
 
 
 def test_analyze_sets_a_damaged_samples_file_aside_and_goes_on(store, tmp_path, caplog):
@@ -98,12 +90,7 @@ def test_a_damaged_derived_file_is_rebuilt_and_the_tables_equal_a_run_from_scrat
     assert any(f"a damaged file of {table} was set aside; rebuilding" in m for m in caplog.messages)
 
     got = tmp_path / "got"
-    if lake.folder is not None:
-        shutil.copytree(lake.folder, got)
-    else:
-        from s3_server import download
-
-        download(lake, got)
+    on_disk(lake, got)
     compared = 0
     for t in DERIVED:
         assert differences(got, scratch, t) == (0, 0), t

@@ -7,6 +7,7 @@ column is left out); so is the list of files, so no partition is written twice.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -32,6 +33,7 @@ from gpuledger.errors import ClusterError
 from gpuledger.lake import table_files
 from gpuledger.store import open_store
 
+from builders import all_keys, on_disk, put_lake
 from builders import assert_same_lake as same_lake
 from conftest import END, REPO, make_lake
 
@@ -79,20 +81,35 @@ def test_local_path_imports_no_dask(small_lake, tmp_path):
     assert "loaded: []" in done.stdout
 
 
-def test_cluster_run_writes_what_the_local_run_writes(cluster, tmp_path, monkeypatch):
-    local, remote = _copies(tmp_path, "local", "remote", days=2.5)
+def test_cluster_run_writes_what_the_local_run_writes(store, tmp_path, monkeypatch, request):
+    """On each kind of Store: the workers read the store with their own settings and stage each day's files, the
+    client publishes them; nothing staged is left."""
+    (local,) = _copies(tmp_path, "local", days=2.5)
+    put_lake(tmp_path / "src", store)
     monkeypatch.setattr(runner, "CHUNK_DAYS", 2)  # Oct 30-31, then Nov 1-2: two chunks, each published whole
-    run(local, until_s=END)
-    got = {r.job: r.rows for r in run(remote, until_s=END, scheduler=cluster.scheduler_address)}
-    assert got["gpu_5min"] == 4 * 288 * 2.5  # 4 GPUs x 288 buckets a day x 2.5 days
-    assert_same_lake(local, remote)
-    # A re-run from mid-morning: the workers keep that day's earlier rows from the files they replace.
-    from_s = END - 5.5 * 3600
-    run(local, until_s=END, from_s=from_s)
-    run(remote, until_s=END, from_s=from_s, scheduler=cluster.scheduler_address)
-    assert_same_lake(local, remote)
-    assert not (remote / "_state" / "staging").exists()
-    assert not list(remote.rglob("*.tmp"))
+    with contextlib.ExitStack() as stack:
+        # Worker processes take the AWS settings from the environment they start in, which the s3 fixture has just
+        # set: a cluster of their own for an object-store lake.
+        cluster = request.getfixturevalue("cluster") if store.folder is not None else stack.enter_context(_cluster())
+        run(local, until_s=END)
+        got = {r.job: r.rows for r in run(store, until_s=END, scheduler=cluster.scheduler_address)}
+        assert got["gpu_5min"] == 4 * 288 * 2.5  # 4 GPUs x 288 buckets a day x 2.5 days
+        _assert_same_as(store, local, tmp_path / "got-1")
+        # A re-run from mid-morning: the workers keep that day's earlier rows from the files they replace.
+        from_s = END - 5.5 * 3600
+        run(local, until_s=END, from_s=from_s)
+        run(store, until_s=END, from_s=from_s, scheduler=cluster.scheduler_address)
+        _assert_same_as(store, local, tmp_path / "got-2")
+    assert not [k for k in all_keys(store) if "staging" in k or k.endswith(".tmp")]
+
+
+def _assert_same_as(store, local: Path, copy: Path) -> None:
+    """assert_same_lake of the store's tables (copied to `copy`) and the local lake, and the same watermarks."""
+    on_disk(store, copy, keep=lambda key: not key.startswith("_state/"))
+    same_lake(local, copy)
+    assert {*TELEMETRY} <= {t for t in schema.TABLES if table_files(copy, t)}
+    for job in TELEMETRY:
+        assert watermark(store, job) == watermark(local, job) == END
 
 
 def _hold_tasks(marks: str) -> None:

@@ -30,7 +30,7 @@ from gpuledger.analytics.runner import run
 from gpuledger.config import Rate, defaults
 from gpuledger.schema import DERIVED_TABLES
 
-from builders import H100, at, differences, epoch_us, job_state, make_lake, write_rows
+from builders import H100, all_keys, at, differences, epoch_us, job_state, make_lake, on_disk, put_lake, write_rows
 
 JOB_TABLES = (
     "gpu_allocations",
@@ -150,14 +150,22 @@ def assert_same(a, b, tables=JOB_TABLES):
         assert (extra, missing) == (0, 0), f"{table}: {extra} row(s) only incremental, {missing} only from scratch"
 
 
+def _raw(key: str) -> bool:
+    """A key a run from scratch starts from: the raw tables (and the simulator's state), nothing an analytics run
+    wrote."""
+    return key.split("/")[0] not in {t.name for t in DERIVED_TABLES} and not key.startswith("_state/analytics")
+
+
 @pytest.mark.parametrize("config", [cfg(), cfg("max", "none", 3)], ids=["request-proportional-1h", "max-none-3h"])
-def test_runs_as_data_arrives_equal_one_run_from_scratch(base, tmp_path, config):
-    inc = tmp_path / "inc"
-    copy_raw(base, inc)
-    until = grow(inc, config)
-    scratch = tmp_path / "scratch"
-    copy_raw(inc, scratch)
+def test_runs_as_data_arrives_equal_one_run_from_scratch(base, store, tmp_path, config):
+    """On each kind of Store (on S3 the runs' state is a snapshot in the bucket and a local working copy)."""
+    put_lake(base, store)
+    store.delete([k for k in all_keys(store) if not _raw(k)])
+    until = grow(store, config)
+    scratch, inc = tmp_path / "scratch", tmp_path / "inc"
+    on_disk(store, scratch, keep=_raw)
     run(scratch, until_s=until, cfg=config)
+    on_disk(store, inc, keep=lambda k: not _raw(k) and not k.startswith("_state/"))
     assert_same(inc, scratch)
     # The hand jobs are in the tables: the comparison is not of two empty sets.
     for table in ("job_hourly", "cost_allocation", "job_stats"):

@@ -24,20 +24,20 @@ def _rows(day, n, offset=0):
     )
 
 
-def test_closed_partitions_are_merged_open_ones_left_alone(tmp_path):
-    w = LakeWriter(tmp_path)
+def test_closed_partitions_are_merged_open_ones_left_alone(store):
+    w = LakeWriter(store)
     for k in range(3):
         w.write("gpu_samples", _rows(1, 5, offset=10 * k), f"w-{k}")  # closed day: 3 files
         w.write("gpu_samples", _rows(3, 5, offset=10 * k), f"w-{k}")  # "today": 3 files
-    before = scan(tmp_path, "gpu_samples").collect().sort("ts")
-    r = compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
+    before = scan(store, "gpu_samples").collect().sort("ts")
+    r = compact(store, today=dt.date(2026, 11, 3), grace_days=1)
     assert (r.partitions, r.files_in, r.files_out, r.rows) == (1, 3, 1, 15)
-    after = scan(tmp_path, "gpu_samples").collect().sort("ts")
+    after = scan(store, "gpu_samples").collect().sort("ts")
     assert after.equals(before)
-    days = [k.split("/")[1] for k in table_files(tmp_path, "gpu_samples")]
+    days = [k.split("/")[1] for k in table_files(store, "gpu_samples")]
     assert days.count("date=2026-11-01") == 1 and days.count("date=2026-11-03") == 3
     # Idempotent: a second run has nothing to do.
-    assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
+    assert compact(store, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
 
 
 def test_interrupted_compaction_is_finished_without_duplicates(tmp_path):
@@ -69,13 +69,13 @@ def test_crash_before_the_merged_file_exists_keeps_the_inputs(tmp_path):
     assert len(table_files(tmp_path, "gpu_samples")) == 2
 
 
-def test_merged_day_keeps_every_writers_rows_in_order(tmp_path):
-    w = LakeWriter(tmp_path)
+def test_merged_day_keeps_every_writers_rows_in_order(store):
+    w = LakeWriter(store)
     w.write("gpu_samples", _rows(1, 3, offset=1).with_columns(node=pl.lit("n2")), "n2-0")
     w.write("gpu_samples", _rows(1, 3, offset=0), "n1-0")
-    compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1)
-    (f,) = table_files(tmp_path, "gpu_samples")
-    merged = pl.read_parquet(tmp_path / f)
+    compact(store, today=dt.date(2026, 11, 3), grace_days=1)
+    (f,) = table_files(store, "gpu_samples")
+    merged = pl.read_parquet(store.get(f))
     # File after file, in name order, each as written.
     assert merged["node"].to_list() == ["n1"] * 3 + ["n2"] * 3
     assert merged["util_gpu_pct"].to_list() == [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]
@@ -94,3 +94,57 @@ def test_files_of_the_earlier_node_in_path_layout_are_moved_into_their_day(tmp_p
     back = scan(tmp_path, "gpu_samples").collect()
     assert sorted(back["node"].to_list(), key=lambda v: v or "") == [None, None, "n1", "n1", "n3"]
     assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
+
+
+T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
+CLOSED, OPEN = dt.date(2026, 10, 31), dt.date(2026, 11, 1)
+
+
+def _fill(store, tmp_path) -> int:
+    """Six scrapes of a 2-node simulated fleet, each flushed as its own file: three on the closed day, three on the
+    open one. Returns the gpu_samples rows."""
+    from dataclasses import replace
+
+    from gpuledger.collector import sources
+    from gpuledger.config import SimConfig, defaults
+    from gpuledger.spool import records_to_frames
+
+    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
+    src = sources.make("sim", cfg, tmp_path / "simstate", T0 - 40)
+    writer = LakeWriter(store)
+    rows = 0
+    for k, t in enumerate((T0 - 30, T0 - 20, T0 - 10, T0 + 10, T0 + 20, T0 + 30)):
+        frames = records_to_frames([(b.table, b.columns) for b in src.collect(t) if b.rows])
+        for table, df in frames.items():
+            writer.write(table, df, f"n1-{k:03d}")
+        rows += frames["gpu_samples"].height
+    return rows
+
+
+def _day(store, date: dt.date) -> list[str]:
+    return [key.rsplit("/", 1)[-1] for key in table_files(store, "gpu_samples") if f"date={date}" in key]
+
+
+def test_compact_merges_every_tables_closed_day_and_keeps_every_row(store, tmp_path, cli):
+    """The collector's files of every table: each closed table-day becomes one file, the open day is left alone,
+    every row is read once before and after; `gpuledger compact` on today's date then merges the day just closed."""
+    from gpuledger import schema
+
+    rows = _fill(store, tmp_path)
+    before = scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid")
+    assert before.height == rows and len(_day(store, CLOSED)) == 3 and len(_day(store, OPEN)) == 3
+    closed = {t: [key for key in table_files(store, t) if f"date={CLOSED}" in key] for t in schema.TABLES}
+    merged = {t: len(fs) for t, fs in closed.items() if len(fs) > 1}
+    assert merged["gpu_samples"] == 3
+    report = compact(store, today=OPEN, grace_days=1)
+    assert (report.files_in, report.files_out) == (sum(merged.values()), len(merged))
+    for t in merged:
+        (only,) = [key for key in table_files(store, t) if f"date={CLOSED}" in key]
+        assert only.rsplit("/", 1)[-1].startswith("part-c"), only
+    assert len(_day(store, OPEN)) == 3
+    assert scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)
+    r = cli("compact", "--lake", str(store))  # today: 2026-11-01 is closed by now, and only it is left to merge
+    assert r.exit_code == 0, r.output
+    assert "compacted 1 partition(s): 3 files -> 1 (24 rows)" in r.output  # gpu_samples: 3 scrapes x 8 GPUs
+    assert len(_day(store, OPEN)) == 1
+    assert scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)

@@ -26,21 +26,19 @@ def _samples(ts_list, node="n1"):
     )
 
 
-def test_write_partitions_by_utc_date(tmp_path):
+def test_write_partitions_by_utc_date(store):
     midnight = at(2).timestamp()
     df = pl.concat([_samples([midnight - 10, midnight + 10], "n1"), _samples([midnight + 20], "n2")])
-    w = LakeWriter(tmp_path)
-    files = w.write("gpu_samples", df, "w1-1")
-    rel = sorted(files)
-    files = [tmp_path / f for f in rel]
+    w = LakeWriter(store)
+    rel = sorted(w.write("gpu_samples", df, "w1-1"))
     assert rel == [
         "gpu_samples/date=2026-11-01/part-w1-1.parquet",
         "gpu_samples/date=2026-11-02/part-w1-1.parquet",
     ]
     # The partition column lives in the path only; the node is in the file.
-    assert "date" not in pl.read_parquet(files[0]).columns
-    assert pl.read_parquet(files[1])["node"].to_list() == ["n1", "n2"]
-    back = scan(tmp_path, "gpu_samples").collect().sort("ts")
+    assert "date" not in pl.read_parquet(store.get(rel[0])).columns
+    assert pl.read_parquet(store.get(rel[1]))["node"].to_list() == ["n1", "n2"]
+    back = scan(store, "gpu_samples").collect().sort("ts")
     assert back.schema == schema.GPU_SAMPLES.polars_schema
     assert back["node"].to_list() == ["n1", "n1", "n2"]
     assert back["date"].to_list() == [dt.date(2026, 11, 1), dt.date(2026, 11, 2), dt.date(2026, 11, 2)]
@@ -48,13 +46,18 @@ def test_write_partitions_by_utc_date(tmp_path):
     assert back["power_w"].null_count() == 3  # missing nullable columns become null, never zero
 
 
-def test_rewriting_the_same_name_is_idempotent(tmp_path):
-    w = LakeWriter(tmp_path)
+def test_a_name_is_written_once_and_another_writers_file_of_that_name_is_refused(store):
+    """The same flush again (a retry after a crash) is done, nothing added; other rows under the name are another
+    writer's (two collectors with one node name): refused, never an overwrite."""
+    w = LakeWriter(store)
     df = _samples([1_700_000_000, 1_700_000_010])
-    w.write("gpu_samples", df, "a")
-    w.write("gpu_samples", df, "a")
-    assert scan(tmp_path, "gpu_samples").collect().height == 2
-    assert len(table_files(tmp_path, "gpu_samples")) == 1
+    first = w.write("gpu_samples", df, "a")
+    assert w.write("gpu_samples", df, "a") == first
+    assert scan(store, "gpu_samples").collect().height == 2
+    assert table_files(store, "gpu_samples") == first
+    with pytest.raises(LakeError, match=r"already exists with other contents: another writer wrote this (file|key)"):
+        w.write("gpu_samples", df.with_columns(node=pl.lit("n2")), "a")
+    assert scan(store, "gpu_samples").collect()["node"].to_list() == ["n1", "n1"]  # not overwritten
 
 
 def test_null_node_reads_back_null(tmp_path):

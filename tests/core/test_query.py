@@ -1,11 +1,16 @@
 import datetime as dt
-import shutil
+import json
 
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from gpuledger import schema
 from gpuledger.errors import QueryError
+from gpuledger.lake import scan
 from gpuledger.query import Lake, sql_files
+
+from builders import canonical, put_lake
 
 
 def test_every_view_exists_on_an_empty_lake(tmp_path):
@@ -14,12 +19,65 @@ def test_every_view_exists_on_an_empty_lake(tmp_path):
             assert lake.execute(f"SELECT count(*) FROM {name}").rows == [(0,)]
 
 
-def test_views_pick_up_data_written_after_connecting(tmp_path, small_lake):
-    root = tmp_path / "lake"
-    with Lake(root) as lake:
+def test_views_pick_up_data_written_after_connecting(store, small_lake):
+    """A long-lived Lake (the dashboards keep a pool) lists the lake again for each query, as a glob would."""
+    with Lake(store) as lake:
         assert lake.execute("SELECT count(*) FROM gpu_samples").rows == [(0,)]
-        shutil.copytree(small_lake, root, dirs_exist_ok=True)
+        put_lake(small_lake, store)
         assert lake.execute("SELECT count(*) FROM gpu_samples").rows == [(3 * 4 * 1440,)]
+
+
+def _latest_jobs(store) -> pl.DataFrame:
+    """The `jobs` view's rows read by polars: each job's newest state, a tie going to the later file and row."""
+    rows = scan(store, "jobs").collect().sort("updated_at", maintain_order=True)
+    return rows.unique(["cluster", "job_id"], keep="last", maintain_order=True)
+
+
+def test_every_tables_view_gives_the_rows_of_its_files_and_the_other_views_run(analysed_store):
+    """Each table's view (DuckDB over the store) gives the rows polars reads from the same files; every other view,
+    SQL over those, runs on them."""
+    nonempty = 0
+    with Lake(analysed_store) as lake:
+        for view in sql_files():
+            got = lake.execute(f"SELECT * FROM {view}", timeout_s=None).frame
+            nonempty += got.height > 0
+            if view in schema.TABLES:
+                want = _latest_jobs(analysed_store) if view == "jobs" else scan(analysed_store, view).collect()
+                assert got.columns == want.columns, view
+                assert_frame_equal(canonical(got), canonical(want), check_dtypes=False, rel_tol=1e-9, abs_tol=1e-9)
+    assert nonempty >= 20  # the analysed lake fills most views: the comparison is of rows, not of empty frames
+
+
+def test_a_filter_and_a_join_give_what_polars_computes_from_the_files(analysed_store):
+    q = (
+        "SELECT j.tenant, count(*) AS jobs, sum(s.gpu_hours) AS gpu_hours FROM jobs j "
+        "JOIN job_stats s USING (cluster, job_id) WHERE j.date >= $d GROUP BY ALL ORDER BY ALL"
+    )
+    d = dt.date(2026, 11, 1)
+    jobs = _latest_jobs(analysed_store).lazy().filter(pl.col("date") >= d).select("cluster", "job_id", "tenant")
+    stats = scan(analysed_store, "job_stats").select("cluster", "job_id", "gpu_hours")
+    want = (
+        jobs.join(stats, on=["cluster", "job_id"])
+        .group_by("tenant")
+        .agg(pl.len().cast(pl.Int64).alias("jobs"), pl.col("gpu_hours").sum())
+        .sort("tenant", "jobs", "gpu_hours")
+        .collect()
+    )
+    assert want.height > 0
+    with Lake(analysed_store) as lake:
+        got = lake.execute(q, {"d": d}).frame
+    assert_frame_equal(got, want, check_dtypes=False, rel_tol=1e-12)
+
+
+def test_gpuledger_sql_reads_the_lake_it_is_given(cli, analysed_store):
+    q = "SELECT cluster, count(*) AS n, sum(gpu_hours) AS h FROM job_stats GROUP BY ALL ORDER BY ALL"
+    r = cli("sql", "--lake", str(analysed_store), "--format", "json", q)
+    assert r.exit_code == 0, r.output
+    stats = scan(analysed_store, "job_stats").group_by("cluster").agg(pl.len(), pl.col("gpu_hours").sum()).collect()
+    want = sorted(stats.rows())
+    got = [(row["cluster"], row["n"], row["h"]) for row in json.loads(r.output)]
+    assert len(got) == len(want) >= 1 and [g[:2] for g in got] == [w[:2] for w in want]
+    assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
 
 
 def test_parameters_are_passed_separately(small_lake):

@@ -1,9 +1,11 @@
 import os
+import re
+from dataclasses import replace
 
 import pytest
 
 from gpuledger.errors import SpoolError
-from gpuledger.lake import LakeWriter, scan
+from gpuledger.lake import LakeWriter, scan, table_files
 from gpuledger.spool import HEADER, Spool, read_segment
 
 from builders import at, epoch_us
@@ -230,3 +232,35 @@ def test_any_damage_yields_only_original_records_and_no_exception(tmp_path, flip
     got = read_segment(damaged)
     originals = [(t, c) for t, c in read_segment(path).records]
     assert all(r in originals for r in got.records)
+
+
+def test_two_flushes_land_every_spooled_row_once_under_the_writers_names(store, tmp_path):
+    """The simulator's scrapes of every table, spooled and flushed twice (two segments: two files a partition), read
+    back as the rows appended, each once, in files named part-<node>-<segment>."""
+    from gpuledger.collector import sources
+    from gpuledger.config import SimConfig, defaults
+    from gpuledger.lake import conform
+    from gpuledger.spool import records_to_frames
+
+    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
+    src = sources.make("sim", cfg, tmp_path / "simstate", 1_793_491_200.0)
+    batches = [b for k in range(6) for b in src.collect(1_793_491_200.0 + 10 * (k + 1)) if b.rows]
+    sp, writer = Spool(tmp_path / "spool", "n1"), LakeWriter(store)
+    writer.init()
+    sp.open()
+    for half in (batches[: len(batches) // 2], batches[len(batches) // 2 :]):
+        for b in half:
+            sp.append(b.table, b.columns)
+        sp.flush(writer)
+    sp.close()
+    want = records_to_frames([(b.table, b.columns) for b in batches])
+    assert {"gpu_samples", "gpu_processes", "nodes"} <= set(want)
+    for table, rows in want.items():
+        rows = conform(table, rows, file_only=False)
+        got = scan(store, table).collect().select(rows.columns)
+        assert got.height == rows.height > 0, table
+        assert got.sort(got.columns).equals(rows.sort(rows.columns)), table
+        files = table_files(store, table)
+        if table == "gpu_samples":  # in every scrape: each flush wrote one file of each day
+            assert len({f.split("/")[1] for f in files}) * 2 == len(files), files
+        assert all(re.fullmatch(rf"{table}/date=\d{{4}}-\d\d-\d\d/part-n1-\d{{20}}\.parquet", f) for f in files), files

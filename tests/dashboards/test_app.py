@@ -112,3 +112,42 @@ def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):
         want = q.execute("SELECT pod, sum(share) FROM idle_holds GROUP BY pod ORDER BY 2 DESC, pod").rows
     assert want and sorted(zip(got["pod"], got["idle_gpus"], strict=True)) == sorted(want)
     assert (got["idle_h"] >= 1).all()  # at least the last complete hour
+
+
+def test_every_page_renders_from_the_analysed_lake_on_each_store(analysed_store):
+    """Each page draws its figures from the store (the enforcement page its no-data note: no admission decisions)."""
+    app = create_app(analysed_store)
+    for page in PAGES:
+        r = _render(app, page.PATH)
+        assert r.status_code == 200, (page.PATH, r.data[:300])
+        content = r.json["response"]["page"]["children"]["props"]["children"]
+        assert content[0]["props"]["children"] == page.NAME
+        ids = _ids(content)
+        assert ("no-data" in ids) == (page.PATH == "/enforcement"), page.PATH
+        if page.PATH != "/enforcement":
+            assert len(ids) >= 3, (page.PATH, ids)
+
+
+def test_the_snapshot_holds_what_its_queries_give_on_the_lake(analysed_store):
+    """The dashboards' in-memory snapshot, built from the store, holds each table as its query gives it on the lake."""
+    from polars.testing import assert_frame_equal
+
+    from gpuledger.dashboards.data import SNAPSHOT, DashData
+    from gpuledger.query import Lake
+
+    from builders import canonical
+
+    d = DashData(analysed_store)
+    try:
+        d.rebuild()
+        filled = 0
+        with Lake(analysed_store) as lake:
+            for table, (_, query) in SNAPSHOT.items():
+                want = lake.execute(query, timeout_s=None).frame
+                got = d._snap.execute(f"SELECT * FROM {table}").frame
+                assert got.columns == want.columns, table
+                assert_frame_equal(canonical(got), canonical(want), check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+                filled += want.height > 0
+        assert filled >= len(SNAPSHOT) - 2  # the comparison is of rows, not of empty tables
+    finally:
+        d.close()

@@ -211,3 +211,14 @@ def test_the_docs_show_a_screenshot_of_every_page():
         shown += [doc.parent / m for m in re.findall(r"\]\((screenshots/[^)]+)\)", doc.read_text())]
     assert len(shown) >= 3
     assert [p for p in shown if p.resolve().parent != shots or not p.is_file()] == []
+
+
+def test_the_overview_page_shows_the_fleet_of_the_lake_on_each_store(dash_duo, analysed_store):
+    """The page in the browser reads the store itself: analysed_lake's 3 nodes x 4 GPUs in its latest hour."""
+    dash_duo.start_server(create_app(analysed_store))
+    dash_duo.wait_for_page(url=dash_duo.server_url + "/")
+    dash_duo.wait_for_text_to_equal("h2", PAGES[0].NAME)
+    dash_duo.wait_for_element("#ov-gpus")
+    assert number(dash_duo, "#ov-gpus") == 12
+    assert not dash_duo.find_elements("#no-data")
+    assert dash_duo.get_logs() == []

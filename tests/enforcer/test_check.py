@@ -8,6 +8,7 @@ from kubernetes import client
 
 from gpuledger.query import Lake
 
+from builders import all_keys
 from conftest import END
 
 AT = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()
@@ -48,14 +49,16 @@ def stream(*objs):
     return yaml.safe_dump_all([api.sanitize_for_serialization(o) for o in objs])
 
 
-def test_a_job_over_quota_is_denied_with_the_numbers_and_a_small_pod_admitted(cli, analysed_lake, tmp_path):
-    with Lake(analysed_lake) as q:
+def test_a_job_over_quota_is_denied_with_the_numbers_and_a_small_pod_admitted(cli, analysed_store, tmp_path):
+    """On each kind of Store; a reader, it writes nothing into the lake (no day memo, no audit)."""
+    before = all_keys(analysed_store)
+    with Lake(analysed_store) as q:
         (held,) = q.execute(
             "SELECT allocated_gpus FROM decisions WHERE tenant = 'vision' AND gpu_model = $m", {"m": H100}
         ).rows[0]
     f = tmp_path / "w.yaml"
     f.write_text(stream(job("train-big", "vision-train", "8", 8), pod("nb", "research", "1")))
-    r = cli("enforcer", "check", f, "--lake", analysed_lake, "--at", AT)
+    r = cli("enforcer", "check", f, "--lake", str(analysed_store), "--at", AT)
     assert r.exit_code == 3, r.output  # one is denied
     lines = r.output.splitlines()
     assert lines[0] == (
@@ -63,6 +66,7 @@ def test_a_job_over_quota_is_denied_with_the_numbers_and_a_small_pod_admitted(cl
         f"this Job asks 64 (quota exceeded by {held + 64 - 40:g})  [tenant vision, 64 GPUs]"
     )
     assert lines[1] == "Pod research/nb: admitted  [tenant research, 1 GPU]"
+    assert all_keys(analysed_store) == before
 
 
 def test_an_admitted_job_shows_the_priority_class_it_would_get(cli, analysed_lake, tmp_path):

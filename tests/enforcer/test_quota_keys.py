@@ -77,6 +77,15 @@ def test_a_key_that_names_no_model_is_a_config_error(cli, lake, tmp_path, comman
     assert line in r.output and H100 in r.output and "Traceback" not in r.output
 
 
+def test_a_key_that_names_no_model_is_the_same_line_on_each_store(cli, analysed_store, tmp_path):
+    """The models are read from the store, whichever kind it is."""
+    cfg = config(tmp_path, "H10")
+    r = cli("enforcer", "check", "-", "--config", cfg, "--lake", str(analysed_store), input="")
+    assert r.exit_code == 1, r.output
+    line = f"{cfg}: tenants[0] (vision).quota.H10: names no GPU model in the lake (known: "
+    assert line in r.output and H100 in r.output and "Traceback" not in r.output
+
+
 @pytest.mark.parametrize("command", [("enforcer", "check", "-"), ("enforcer", "serve"), ("up",)])
 def test_the_commands_read_the_models_under_the_lakes_read_lock(cli, lake, tmp_path, monkeypatch, command):
     """An analytics run or compaction may replace the files the quota check reads: it holds the read lock."""

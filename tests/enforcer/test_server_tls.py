@@ -13,6 +13,7 @@ import threading
 import time
 
 import httpx
+import polars as pl
 import pytest
 import uvicorn
 
@@ -23,7 +24,7 @@ from gpuledger.enforcer.decide import Settings, Table
 from gpuledger.enforcer.policies import IdleHold, TenantRow
 from gpuledger.enforcer.server import Webhook, create_app
 from gpuledger.enforcer.store import AuditWriter, load_table
-from gpuledger.lake import LakeWriter, frame_from_rows
+from gpuledger.lake import LakeWriter, frame_from_rows, scan
 from gpuledger.query import Lake
 
 from conftest import REPO
@@ -198,12 +199,21 @@ def test_a_reload_during_load_never_fails_a_request(served):
     assert codes == [200] * 100
 
 
-def test_load_table_reads_the_analytics_decisions(analysed_lake):
-    t = load_table(analysed_lake, "default")
+def test_load_table_reads_the_analytics_decisions(analysed_store):
+    t = load_table(analysed_store, "default")
     assert t is not None and t.computed_at is not None and t.rows
-    assert load_table(analysed_lake.parent / "nothing", "default") is None
-    # The idle GPUs of the same run, as the analysts see them in SQL (the simulated day leaves one pod idle).
-    with Lake(analysed_lake) as lake:
+    assert load_table(f"{analysed_store}-nothing", "default") is None  # a lake with no table yet
+    assert load_table(analysed_store, "no-such-cluster") is None
+    # The decisions and idle GPUs of the same run, as the analysts see them in SQL (the simulated day leaves one pod
+    # idle).
+    # The latest run's decisions as polars reads them from the files.
+    decisions = scan(analysed_store, "decisions").filter(pl.col("cluster") == "default").collect()
+    latest = decisions.filter(pl.col("computed_at") == decisions["computed_at"].max())
+    assert t.computed_at == latest["computed_at"][0]
+    assert {k: r.allocated_gpus for k, r in t.rows.items()} == {
+        (r["tenant"], r["gpu_model"]): r["allocated_gpus"] or 0.0 for r in latest.iter_rows(named=True)
+    }
+    with Lake(analysed_store) as lake:
         sql = lake.execute(
             "SELECT tenant, namespace, pod, share, epoch_us(idle_since) FROM idle_holds ORDER BY ALL"
         ).rows

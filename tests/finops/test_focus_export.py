@@ -26,9 +26,10 @@ ONLY_A100 = [Rate("A100", 1.0, START)]  # a rate card with no price for the H100
 SUPPORTED = ("SkuPriceDetails", "InvoiceId", "ChargeFrequency", "ServiceSubcategory", "AllocatedMethodDetails")
 
 
-def write_lake(tmp_path, rows: pl.DataFrame):
-    """Hand-written cost_allocation rows get their exact quantities as the analytics would write them."""
-    lake = tmp_path / "lake"
+def write_lake(tmp_path, rows: pl.DataFrame, lake=None):
+    """Hand-written cost_allocation rows get their exact quantities as the analytics would write them, into `lake`
+    (a Store) or a folder under tmp_path."""
+    lake = tmp_path / "lake" if lake is None else lake
     if "charge_gpu_hours" not in rows.columns:
         rows = exact_quantities(rows)
     LakeWriter(lake).write_partitions("cost_allocation", rows, "t")
@@ -38,6 +39,12 @@ def write_lake(tmp_path, rows: pl.DataFrame):
 @pytest.fixture
 def lake(tmp_path):
     return write_lake(tmp_path, cost_allocation(ALLOCS, hourly(), RATES, START, STOP, "request"))
+
+
+@pytest.fixture
+def lake_on_store(store, tmp_path):
+    """The hand case on each kind of Store."""
+    return write_lake(tmp_path, cost_allocation(ALLOCS, hourly(), RATES, START, STOP, "request"), store)
 
 
 def focus(lake, where="true"):
@@ -155,7 +162,8 @@ def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def test_export_parquet_and_csv(lake, tmp_path):
+def test_export_parquet_and_csv(lake_on_store, tmp_path):
+    lake = str(lake_on_store)
     cfg = tmp_path / "gl.toml"
     cfg.write_text('[finops]\nprovider_name = "ACME GPU Platform"\nhost_provider_name = "ACME Datacenter"\n')
     r = cli(

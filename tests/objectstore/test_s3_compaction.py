@@ -1,6 +1,7 @@
-"""`gpuledger compact` on an object-store lake (gpuledger/store/s3_compaction.py): a closed day's objects become one,
-the open day is left alone, and a reader listing at any step of it (record written, output written, inputs deleted
-one by one, a compactor dying mid-way) reads every row once."""
+"""Compaction on an object-store lake (gpuledger/store/s3_compaction.py), where a merge is a record, an output and
+the inputs' deletion well after: a reader listing at any step of it (record written, output written, inputs deleted
+one by one, a compactor dying mid-way) reads every row once, and one that listed before the merge reads what it
+listed. (What a compaction merges and keeps, on both stores: tests/core/test_compaction.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import time
 
 import pytest
 
-from gpuledger import schema
 from gpuledger.collector import sources
 from gpuledger.compaction import compact
 from gpuledger.config import SimConfig, defaults
@@ -57,30 +57,6 @@ def _fill(root, tmp_path) -> int:
 
 def _day(root, date: dt.date) -> list[str]:
     return [key.rsplit("/", 1)[-1] for key in table_files(root, "gpu_samples") if f"date={date}" in key]
-
-
-def test_compact_merges_the_closed_day_and_keeps_every_row(s3, tmp_path, cli):
-    root = open_store(f"s3://{s3.bucket}/p")
-    rows = _fill(root, tmp_path)
-    before = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
-    assert before.height == rows and len(_day(root, CLOSED)) == 3 and len(_day(root, OPEN)) == 3
-    closed = {t: [key for key in table_files(root, t) if f"date={CLOSED}" in key] for t in schema.TABLES}
-    merged = {t: len(fs) for t, fs in closed.items() if len(fs) > 1}
-    assert merged["gpu_samples"] == 3
-    report = compact(root, today=OPEN, grace_days=1)
-    assert (report.files_in, report.files_out) == (sum(merged.values()), len(merged))
-    assert len(_day(root, CLOSED)) == 1 and _day(root, CLOSED)[0].startswith("part-c")
-    assert len(_day(root, OPEN)) == 3
-    after = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
-    assert after.equals(before)
-    keys = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.endswith(".json")]
-    assert sum("part~merged-" in k for k in keys) == len(merged)  # one record per merged table-day, kept
-    # The command, on today's date: 2026-11-01 is closed by now, and only it is left to merge.
-    r = cli("compact", "--lake", f"s3://{s3.bucket}/p")
-    assert r.exit_code == 0, r.output
-    assert "compacted 1 partition(s): 3 files -> 1 (24 rows)" in r.output  # gpu_samples: 3 scrapes x 8 GPUs
-    assert len(_day(root, OPEN)) == 1
-    assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)
 
 
 def _selector(bucket):
@@ -139,9 +115,11 @@ def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_p
     day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
     stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
     assert sum(k.endswith(".parquet") for k in stored) == 4  # 3 inputs and the output
+    assert sum("part~merged-" in k for k in stored) == 1  # the merge's record, which readers follow
     time.sleep(1.2)
     again = compact(root, today=OPEN, grace_days=1)  # a later pass, once the output is old enough
     assert again.retired >= 1 and again.partitions == 0
     stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
     assert [k.removeprefix(day) for k in stored if k.endswith(".parquet")] == _day(root, CLOSED)
+    assert sum("part~merged-" in k for k in stored) == 1  # the record outlives the inputs it retired
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)

@@ -1,8 +1,7 @@
-"""`gpuledger enforcer check` and `enforcer serve` on an object-store lake (moto's S3 server in its own process): an
-analysed local lake uploaded to a bucket gives the same decisions as the local lake, a quota key naming no model is
-the same one line, nothing is written into the lake but the audit, the served webhook's audit lands in the bucket
-(read back with `gpuledger sql`), and with the store stopped the webhook keeps deciding from the table it loaded
-while the audit waits in its local spool until the store answers again."""
+"""The served webhook (`gpuledger enforcer serve`) on an object-store lake through a store outage (moto's S3 server
+in its own process): with the store stopped it keeps deciding from the table it loaded while the audit waits in its
+local spool until the store answers again, also across a restart. (`enforcer check` and the decision table on both
+stores: tests/enforcer/test_check.py, test_quota_keys.py, test_server_tls.py.)"""
 
 from __future__ import annotations
 
@@ -14,13 +13,10 @@ import re
 import shutil
 import signal
 
-import obstore
 import pytest
-import yaml
 from s3_server import MotoServer, upload
 
 from gpuledger.store import open_store
-from gpuledger.store.s3 import S3Store
 
 from builders import serve_enforcer, stop_enforcer
 from conftest import END, REPO
@@ -52,45 +48,6 @@ def serve(tmp_path, lake, replica: str, env: dict):
 def stop(p) -> str:
     """SIGTERM, what the kubelet sends: the audit is flushed on the way out. Returns its stderr."""
     return stop_enforcer(p, signal.SIGTERM, wait_s=60)
-
-
-def keys(lake: S3Store) -> set[str]:
-    return {o["path"] for batch in obstore.list(lake.client(), prefix=lake.loc.key + "/") for o in batch}
-
-
-@pytest.fixture
-def s3_lake(s3, analysed_lake) -> S3Store:
-    lake = open_store(f"s3://{s3.bucket}/fleet/lake")
-    assert upload(analysed_lake, lake) > 20
-    return lake
-
-
-def test_check_decides_on_s3_as_on_the_local_lake_and_writes_nothing(cli, s3_lake, analysed_lake, tmp_path):
-    pods = [REVIEW["request"]["object"], gpu_review("u-big", 100)["request"]["object"]]
-    f = tmp_path / "pods.yaml"
-    f.write_text(yaml.safe_dump_all(pods))
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(FRESH)
-    before = keys(s3_lake)
-    local = cli("enforcer", "check", f, "--lake", analysed_lake, "--config", cfg, "--at", AT)
-    remote = cli("enforcer", "check", f, "--lake", str(s3_lake), "--config", cfg, "--at", AT)
-    assert local.exit_code == 3, local.output  # the 100 H100s are over vision's quota of 40
-    assert f"of 40 {H100} GPUs; this Pod asks 100" in local.output
-    assert (remote.exit_code, remote.output) == (local.exit_code, local.output)
-    # No day memo (nor anything else) written into the lake by a reader.
-    assert keys(s3_lake) == before
-
-
-def test_a_quota_key_naming_no_model_is_the_same_line_on_s3(cli, s3_lake, analysed_lake, tmp_path):
-    cfg = tmp_path / "c.toml"
-    cfg.write_text('[[tenants]]\nname = "vision"\nnamespaces = ["vision-train"]\n[tenants.quota]\n"H10" = 1\n')
-    out = []
-    for lake in (analysed_lake, str(s3_lake)):
-        r = cli("enforcer", "check", "-", "--config", cfg, "--lake", lake, input="")
-        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
-        out.append(r.output)
-    assert out[0] == out[1]
-    assert f"{cfg}: tenants[0] (vision).quota.H10: names no GPU model in the lake (known: " in out[0]
 
 
 def _sql(cli, lake: str, query: str) -> list[dict]:

@@ -1,12 +1,12 @@
-"""The collector's flush into an object-store lake, against moto's S3 server in its own process (tests/s3_server.py):
-the same rows as a local lake's flush, keys never overwritten, kill -9 and a store that stops mid-run losing and
-duplicating nothing, and every misconfigured store one line and exit 1."""
+"""The collector on an object-store lake, against moto's S3 server in its own process (tests/s3_server.py): kill -9
+and a store that stops mid-run losing and duplicating nothing, a collector started while the store is down, and every
+misconfigured store one line and exit 1. (A flush's rows and names on both stores: tests/core/test_spool.py and
+tests/core/test_lake.py.)"""
 
 from __future__ import annotations
 
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -21,7 +21,6 @@ from s3_server import MotoServer, free_port
 from gpuledger.collector import sources
 from gpuledger.collector.runner import Collector
 from gpuledger.config import load
-from gpuledger.errors import LakeError
 from gpuledger.lake import LakeWriter, frame_from_columns, scan, table_files
 from gpuledger.spool import Spool
 from gpuledger.store import StoreUnreachable, open_store
@@ -80,49 +79,6 @@ def test_the_server_takes_more_requests_than_a_pipe_holds_and_30_file_scans(moto
 def _sim_batches(cfg, tmp_path, scrapes=6):
     src = sources.make("sim", cfg, tmp_path / "simstate", 1_793_491_200.0)
     return [b for k in range(scrapes) for b in src.collect(1_793_491_200.0 + 10 * (k + 1)) if b.rows]
-
-
-def test_a_flush_writes_the_same_rows_as_to_a_local_lake(s3, tmp_path):
-    cfg_path = tmp_path / "c.toml"
-    cfg_path.write_text(CONFIG)
-    batches = _sim_batches(load(cfg_path), tmp_path)
-    local, remote = tmp_path / "lake", open_store(f"s3://{s3.bucket}/fleet/eu")
-    for root, spool_dir in ((local, tmp_path / "spool-l"), (remote, tmp_path / "spool-s")):
-        spool, writer = Spool(spool_dir, "n1"), LakeWriter(root)
-        writer.init()
-        spool.open()
-        for b in batches[: len(batches) // 2]:
-            spool.append(b.table, b.columns)
-        spool.flush(writer)  # two flushes: two segments, two files per partition
-        for b in batches[len(batches) // 2 :]:
-            spool.append(b.table, b.columns)
-        spool.flush(writer)
-        spool.close()
-    for table in TABLES:
-        want = scan(local, table).collect()
-        got = scan(remote, table).collect()
-        assert want.height > 0 or table == "health_events"
-        assert got.sort(got.columns).equals(want.sort(want.columns)), table
-    keys = [(remote.loc / k).key for t in TABLES for k in table_files(remote, t)]  # the objects' own keys
-    assert len(keys) == len(table_files(local, "gpu_samples")) + len(table_files(local, "gpu_processes")) + len(
-        table_files(local, "nodes")
-    ) + len(table_files(local, "health_events"))
-    assert all(re.fullmatch(r"fleet/eu/[a-z_]+/date=\d{4}-\d\d-\d\d/part-n1-\d{20}\.parquet", k) for k in keys), keys
-
-
-def test_a_key_is_written_once_and_another_writers_key_is_refused(s3):
-    writer = LakeWriter(f"s3://{s3.bucket}/p")
-    rows = frame_from_columns(
-        "health_events",
-        {"ts": [1_793_491_200_000_000], "cluster": ["c"], "node": ["n1"], "kind": ["xid"], "source": ["nvml"]},
-    )
-    first = writer.write("health_events", rows, "n1-1")
-    assert writer.write("health_events", rows, "n1-1") == first  # the same flush again: done, nothing new
-    assert len(table_files(f"s3://{s3.bucket}/p", "health_events")) == 1
-    other = rows.with_columns(pl.lit("n2").alias("node"))
-    with pytest.raises(LakeError, match=r"already exists with other contents: another writer wrote this key"):
-        writer.write("health_events", other, "n1-1")
-    assert scan(f"s3://{s3.bucket}/p", "health_events").collect()["node"].to_list() == ["n1"]  # not overwritten
 
 
 @pytest.mark.slow
