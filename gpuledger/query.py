@@ -204,7 +204,11 @@ class Lake(_Reader):
                 self._load_registered(name)
                 continue
             if self._loaded.get(name) is False:
-                continue
+                # A view over a glob that now matches nothing fails every query ("No files found"): a table emptied
+                # since (its files set aside, a retention) reads as no rows, as on an object store.
+                if name not in schema.TABLES or has_data(self.root, name):
+                    continue
+                del self._loaded[name]
             try:
                 if name in schema.TABLES and not has_data(self.root, name):
                     if name not in self._loaded:

@@ -76,13 +76,12 @@ class LocalStore(Store):
             raise LakeError(f"lake directory {self.root} is not writable: {e.strerror}") from e
 
     # -- listing and bytes -------------------------------------------------------------------------------------
-    def files(self, folder: str, pattern: str) -> dict[str, Stamp]:
+    def _matching(self, folder: str, pattern: str) -> Iterator[tuple[str, os.DirEntry]]:
+        """(key, entry) of each file under `folder` matching `pattern`, in key order, lazily."""
         # os.scandir segment by segment, not Path.glob: a year of a table is 365 folders on every run.
-        base = self.root / folder if folder else self.root
-        found: list[tuple[str, os.DirEntry]] = []
         segments = pattern.split("/")
 
-        def walk(path: str, rel: str, depth: int) -> None:
+        def walk(path: str, rel: str, depth: int) -> Iterator[tuple[str, os.DirEntry]]:
             try:
                 entries = sorted(os.scandir(path), key=lambda e: e.name)
             except (FileNotFoundError, NotADirectoryError):
@@ -93,11 +92,17 @@ class LocalStore(Store):
                     continue  # temp files (".x.tmp") match no pattern
                 if last:
                     if e.is_file():
-                        found.append((f"{rel}{e.name}", e))
+                        yield f"{rel}{e.name}", e
                 elif e.is_dir():
-                    walk(e.path, f"{rel}{e.name}/", depth + 1)
+                    yield from walk(e.path, f"{rel}{e.name}/", depth + 1)
 
-        walk(str(base), f"{folder}/" if folder else "", 0)
+        yield from walk(str(self.root / folder if folder else self.root), f"{folder}/" if folder else "", 0)
+
+    def has_files(self, folder: str, pattern: str) -> bool:
+        return next(self._matching(folder, pattern), None) is not None  # the first match ends the walk
+
+    def files(self, folder: str, pattern: str) -> dict[str, Stamp]:
+        found = list(self._matching(folder, pattern))
         out = {}
         for key, e in found:
             try:
@@ -106,10 +111,6 @@ class LocalStore(Store):
                 continue  # removed since the scan (a compaction's input)
             out[key] = (st.st_mtime_ns, st.st_size)
         return out
-
-    def has_files(self, folder: str, pattern: str) -> bool:
-        base = self.root / folder
-        return base.is_dir() and next(base.glob(pattern), None) is not None
 
     def get(self, key: str) -> bytes | None:
         try:

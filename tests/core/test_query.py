@@ -132,3 +132,12 @@ def test_views_are_defined_as_queries_name_them(analysed_lake):
         # A query about the catalog sees every view.
         (n,) = lake.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").rows[0]
         assert n == len(sql_files()) and _defined(lake) == set(sql_files())
+
+
+def test_a_table_emptied_after_its_view_was_defined_reads_no_rows(analysed_store):
+    """Every file of a table gone between two queries of one helper (set aside, a retention): the next query reads
+    no rows, on both stores (a local view defined over a glob that now matches nothing failed every query)."""
+    with Lake(analysed_store) as q:
+        assert q.execute("SELECT count(*) FROM gpu_samples").rows[0][0] > 0
+        analysed_store.delete(list(analysed_store.files("gpu_samples", "date=*/*.parquet")))
+        assert q.execute("SELECT count(*), max(power_w) FROM gpu_samples").rows == [(0, None)]
