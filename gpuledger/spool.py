@@ -115,7 +115,7 @@ def encode_record(table_name: str, columns: dict[str, list]) -> bytes:
     """One record's payload: Arrow for a batch of ARROW_MIN_ROWS rows or more of a lake table, JSON otherwise.
 
     A batch the table's schema cannot type (an unknown table or column, a value of the wrong kind) is written as
-    JSON, as every batch was before Arrow records: the flush that reads it then names the table and the problem."""
+    JSON (what older segments hold throughout): the flush that reads it then names the table and the problem."""
     rows = len(next(iter(columns.values()))) if columns else 0
     if rows >= ARROW_MIN_ROWS:
         try:
