@@ -336,3 +336,34 @@ def page_request(path: str, search: str = "") -> dict:
         "changedPropIds": ["url.pathname"],
         "state": [],
     }
+
+
+# -- a closed and an open day of scrapes (compaction) ---------------------------------------------------------------
+SCRAPES_T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z: three scrapes before it (a closed day), three after
+
+
+def fill_scrapes(store, tmp_path: Path) -> int:
+    """Six scrapes of a 2-node simulated fleet, each flushed as its own file: three on the closed day (Oct 31),
+    three on the open one (Nov 1). Returns the gpu_samples rows."""
+    from dataclasses import replace
+
+    from gpuledger.collector import sources
+    from gpuledger.config import SimConfig, defaults
+    from gpuledger.spool import records_to_frames
+
+    t0 = SCRAPES_T0
+    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
+    src = sources.make("sim", cfg, tmp_path / "simstate", t0 - 40)
+    writer = LakeWriter(store)
+    rows = 0
+    for k, t in enumerate((t0 - 30, t0 - 20, t0 - 10, t0 + 10, t0 + 20, t0 + 30)):
+        frames = records_to_frames([(b.table, b.columns) for b in src.collect(t) if b.rows])
+        for table, df in frames.items():
+            writer.write(table, df, f"n1-{k:03d}")
+        rows += frames["gpu_samples"].height
+    return rows
+
+
+def day_files(store, date: dt.date) -> list[str]:
+    """The names of gpu_samples' files of `date` a reader reads now."""
+    return [key.rsplit("/", 1)[-1] for key in table_files(store, "gpu_samples") if f"date={date}" in key]

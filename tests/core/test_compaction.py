@@ -7,7 +7,7 @@ from gpuledger.compaction import compact
 from gpuledger.lake import LakeWriter, scan, table_files
 from gpuledger.store.local import JOURNAL
 
-from builders import at
+from builders import SCRAPES_T0, at, day_files, fill_scrapes
 
 
 def _rows(day, n, offset=0):
@@ -81,7 +81,7 @@ def test_merged_day_keeps_every_writers_rows_in_order(store):
     assert merged["util_gpu_pct"].to_list() == [0.0, 1.0, 2.0, 1.0, 2.0, 3.0]
 
 
-def test_files_of_the_earlier_node_in_path_layout_are_moved_into_their_day(tmp_path):
+def test_files_of_the_earlier_node_in_path_layout_are_moved_into_theirday_files(tmp_path):
     """Lakes written before the node left the path: `date=/node=<node>/` files, node only in the path."""
     day = tmp_path / "gpu_samples" / "date=2026-11-03"  # today: an open day is migrated too
     for node in ("n1", "_none"):
@@ -96,33 +96,8 @@ def test_files_of_the_earlier_node_in_path_layout_are_moved_into_their_day(tmp_p
     assert compact(tmp_path, today=dt.date(2026, 11, 3), grace_days=1).partitions == 0
 
 
-T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
+T0 = SCRAPES_T0
 CLOSED, OPEN = dt.date(2026, 10, 31), dt.date(2026, 11, 1)
-
-
-def _fill(store, tmp_path) -> int:
-    """Six scrapes of a 2-node simulated fleet, each flushed as its own file: three on the closed day, three on the
-    open one. Returns the gpu_samples rows."""
-    from dataclasses import replace
-
-    from gpuledger.collector import sources
-    from gpuledger.config import SimConfig, defaults
-    from gpuledger.spool import records_to_frames
-
-    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
-    src = sources.make("sim", cfg, tmp_path / "simstate", T0 - 40)
-    writer = LakeWriter(store)
-    rows = 0
-    for k, t in enumerate((T0 - 30, T0 - 20, T0 - 10, T0 + 10, T0 + 20, T0 + 30)):
-        frames = records_to_frames([(b.table, b.columns) for b in src.collect(t) if b.rows])
-        for table, df in frames.items():
-            writer.write(table, df, f"n1-{k:03d}")
-        rows += frames["gpu_samples"].height
-    return rows
-
-
-def _day(store, date: dt.date) -> list[str]:
-    return [key.rsplit("/", 1)[-1] for key in table_files(store, "gpu_samples") if f"date={date}" in key]
 
 
 def test_compact_merges_every_tables_closed_day_and_keeps_every_row(store, tmp_path, cli):
@@ -130,9 +105,9 @@ def test_compact_merges_every_tables_closed_day_and_keeps_every_row(store, tmp_p
     every row is read once before and after; `gpuledger compact` on today's date then merges the day just closed."""
     from gpuledger import schema
 
-    rows = _fill(store, tmp_path)
+    rows = fill_scrapes(store, tmp_path)
     before = scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid")
-    assert before.height == rows and len(_day(store, CLOSED)) == 3 and len(_day(store, OPEN)) == 3
+    assert before.height == rows and len(day_files(store, CLOSED)) == 3 and len(day_files(store, OPEN)) == 3
     closed = {t: [key for key in table_files(store, t) if f"date={CLOSED}" in key] for t in schema.TABLES}
     merged = {t: len(fs) for t, fs in closed.items() if len(fs) > 1}
     assert merged["gpu_samples"] == 3
@@ -141,10 +116,10 @@ def test_compact_merges_every_tables_closed_day_and_keeps_every_row(store, tmp_p
     for t in merged:
         (only,) = [key for key in table_files(store, t) if f"date={CLOSED}" in key]
         assert only.rsplit("/", 1)[-1].startswith("part-c"), only
-    assert len(_day(store, OPEN)) == 3
+    assert len(day_files(store, OPEN)) == 3
     assert scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)
     r = cli("compact", "--lake", str(store))  # today: 2026-11-01 is closed by now, and only it is left to merge
     assert r.exit_code == 0, r.output
     assert "compacted 1 partition(s): 3 files -> 1 (24 rows)" in r.output  # gpu_samples: 3 scrapes x 8 GPUs
-    assert len(_day(store, OPEN)) == 1
+    assert len(day_files(store, OPEN)) == 1
     assert scan(store, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(before)

@@ -10,16 +10,15 @@ import time
 
 import pytest
 
-from gpuledger.collector import sources
 from gpuledger.compaction import compact
-from gpuledger.config import SimConfig, defaults
 from gpuledger.errors import LakeError
-from gpuledger.lake import LakeWriter, scan, table_files
-from gpuledger.spool import records_to_frames
+from gpuledger.lake import scan
 from gpuledger.store import open_store, s3_compaction
 from gpuledger.store.s3 import live
 
-T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
+from builders import SCRAPES_T0, day_files, fill_scrapes
+
+T0 = SCRAPES_T0
 CLOSED, OPEN = dt.date(2026, 10, 31), dt.date(2026, 11, 1)
 
 
@@ -38,27 +37,6 @@ def test_the_reader_rule_for_merge_records():
     }  # a compactor died after its record; a later merge of more files took its inputs
 
 
-def _fill(root, tmp_path) -> int:
-    """Six scrapes of a 2-node simulated fleet, each flushed as its own file: three on the closed day, three on the
-    open one. Returns the gpu_samples rows."""
-    from dataclasses import replace
-
-    cfg = replace(defaults(), simulator=SimConfig(nodes=2, gpus_per_node=4, models=("H100",)))
-    src = sources.make("sim", cfg, tmp_path / "simstate", T0 - 40)
-    writer = LakeWriter(root)
-    rows = 0
-    for k, t in enumerate((T0 - 30, T0 - 20, T0 - 10, T0 + 10, T0 + 20, T0 + 30)):
-        frames = records_to_frames([(b.table, b.columns) for b in src.collect(t) if b.rows])
-        for table, df in frames.items():
-            writer.write(table, df, f"n1-{k:03d}")
-        rows += frames["gpu_samples"].height
-    return rows
-
-
-def _day(root, date: dt.date) -> list[str]:
-    return [key.rsplit("/", 1)[-1] for key in table_files(root, "gpu_samples") if f"date={date}" in key]
-
-
 def _selector(bucket):
     import pyarrow.fs as pafs
 
@@ -67,7 +45,7 @@ def _selector(bucket):
 
 def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3, tmp_path, monkeypatch):
     root = open_store(f"s3://{s3.bucket}/p")
-    _fill(root, tmp_path)
+    fill_scrapes(root, tmp_path)
     want = scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid")
     monkeypatch.setattr(s3_compaction, "KEEP_INPUTS_S", 0)  # inputs deleted in the same pass: each step seen
     seen = []
@@ -87,7 +65,7 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     with pytest.raises(LakeError, match="dies here"):
         compact(root, today=OPEN, grace_days=1)
     assert len(seen) == 2  # output written, then one input deleted: both read every row once
-    assert len(_day(root, CLOSED)) == 1  # the output alone, though two inputs are still there
+    assert len(day_files(root, CLOSED)) == 1  # the output alone, though two inputs are still there
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
     monkeypatch.setattr(s3_compaction, "_delete", real_delete)
     report = compact(root, today=OPEN, grace_days=1)
@@ -95,7 +73,7 @@ def test_a_reader_sees_every_row_once_at_each_step_and_after_a_compactor_dies(s3
     left = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket))]
     day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
     assert sorted(k.removeprefix(day) for k in left if k.startswith(day) and k.endswith(".parquet")) == [
-        _day(root, CLOSED)[0]
+        day_files(root, CLOSED)[0]
     ]  # the output alone: no input of the closed day is left
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
 
@@ -104,14 +82,14 @@ def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_p
     """The inputs outlive the merge by KEEP_INPUTS_S: a query, a dashboard snapshot or an analytics scan that listed
     the day before the output existed reads what it listed (deleted at once, its GET failed with no such key)."""
     root = open_store(f"s3://{s3.bucket}/p")
-    _fill(root, tmp_path)
+    fill_scrapes(root, tmp_path)
     listed = scan(root, "gpu_samples")  # the objects are listed now, read at collect()
     want = listed.collect().sort("ts", "gpu_uuid")
     monkeypatch.setattr(s3_compaction, "KEEP_INPUTS_S", 1.0)
     report = compact(root, today=OPEN, grace_days=1)
     assert report.partitions >= 1 and report.retired == 0
     assert listed.collect().sort("ts", "gpu_uuid").equals(want)  # every input it listed is still there
-    assert len(_day(root, CLOSED)) == 1  # a new listing reads the output alone
+    assert len(day_files(root, CLOSED)) == 1  # a new listing reads the output alone
     day = f"{s3.bucket}/p/gpu_samples/date={CLOSED}/"
     stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
     assert sum(k.endswith(".parquet") for k in stored) == 4  # 3 inputs and the output
@@ -120,6 +98,6 @@ def test_a_reader_that_listed_before_the_merge_still_reads_its_objects(s3, tmp_p
     again = compact(root, today=OPEN, grace_days=1)  # a later pass, once the output is old enough
     assert again.retired >= 1 and again.partitions == 0
     stored = [i.path for i in s3.server.filesystem().get_file_info(_selector(s3.bucket)) if i.path.startswith(day)]
-    assert [k.removeprefix(day) for k in stored if k.endswith(".parquet")] == _day(root, CLOSED)
+    assert [k.removeprefix(day) for k in stored if k.endswith(".parquet")] == day_files(root, CLOSED)
     assert sum("part~merged-" in k for k in stored) == 1  # the record outlives the inputs it retired
     assert scan(root, "gpu_samples").collect().sort("ts", "gpu_uuid").equals(want)
