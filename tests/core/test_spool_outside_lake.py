@@ -83,37 +83,43 @@ def test_rm_rf_of_the_lake_under_a_running_collector_then_collect_once_loses_no_
         stderr=subprocess.PIPE,
         text=True,
     )
-    before = [first.stdout.readline() for _ in range(6)]
-    assert all(a.startswith("ack ") for a in before), first.stderr.read() if first.poll() is not None else before
-    deadline = time.monotonic() + 60
-    while not list(lake.glob("gpu_samples/date=*/*.parquet")):  # a flush has written into the lake
-        assert time.monotonic() < deadline, "no flush within 60 s"
-        time.sleep(0.1)
-    # As `rm -rf` would be run again: a flush creating a file mid-removal leaves "Directory not empty".
-    for _ in range(100):
-        try:
-            shutil.rmtree(lake)
-            break
-        except OSError:
-            time.sleep(0.05)
-    spool = default_dir(str(lake), "n1")
-    assert (spool / "LOCK").exists()  # the lake's deletion did not take the spool or its lock
-    second = subprocess.run(
-        gpuledger("collect", "--source", "sim", "--once", "--lake", str(lake), "--config", str(cfg)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert second.returncode == 1
-    assert len(second.stderr.splitlines()) == 1 and f"spool {spool} is in use by process {first.pid}" in second.stderr
-    after = [first.stdout.readline() for _ in range(6)]  # acknowledged after the deletion
-    first.send_signal(signal.SIGTERM)
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0 and "Traceback" not in err, err
-    assert "everything flushed" in err
-    acked = acked_samples(after + out.splitlines())
-    got = in_lake(lake)
-    assert len(acked) >= 3 and {ts: got.get(ts, 0) for ts in acked} == acked  # every one in the lake, once
+    try:
+        before = [first.stdout.readline() for _ in range(6)]
+        assert all(a.startswith("ack ") for a in before), first.stderr.read() if first.poll() is not None else before
+        deadline = time.monotonic() + 60
+        while not list(lake.glob("gpu_samples/date=*/*.parquet")):  # a flush has written into the lake
+            assert time.monotonic() < deadline, "no flush within 60 s"
+            time.sleep(0.1)
+        # As `rm -rf` would be run again: a flush creating a file mid-removal leaves "Directory not empty".
+        for _ in range(100):
+            try:
+                shutil.rmtree(lake)
+                break
+            except OSError:
+                time.sleep(0.05)
+        spool = default_dir(str(lake), "n1")
+        assert (spool / "LOCK").exists()  # the lake's deletion did not take the spool or its lock
+        second = subprocess.run(
+            gpuledger("collect", "--source", "sim", "--once", "--lake", str(lake), "--config", str(cfg)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert second.returncode == 1
+        assert len(second.stderr.splitlines()) == 1
+        assert f"spool {spool} is in use by process {first.pid}" in second.stderr
+        after = [first.stdout.readline() for _ in range(6)]  # acknowledged after the deletion
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=120)
+        assert first.returncode == 0 and "Traceback" not in err, err
+        assert "everything flushed" in err
+        acked = acked_samples(after + out.splitlines())
+        got = in_lake(lake)
+        assert len(acked) >= 3 and {ts: got.get(ts, 0) for ts in acked} == acked  # every one in the lake, once
+    finally:  # a failed assertion must not leave the collector running
+        if first.poll() is None:
+            first.kill()
+            first.wait()
     assert not [s for s in spool.glob("seg-*.wal") if s.stat().st_size]
 
 
