@@ -210,25 +210,33 @@ def _progress(label: str, length: int):
 @common
 def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers, compact) -> None:
     """Backfill a historical window of a simulated fleet into the lake, as fast as possible."""
-    from gpuledger.collector.sim.backfill import backfill
+    from gpuledger.collector.sim.backfill import backfill, plan_window
     from gpuledger.compaction import compact as compact_lake
 
     sim = ctx.cfg.simulator
     end_s = _utc(end, "--end") or time.time()
-    nodes = nodes or sim.nodes
+    fleet = dict(
+        nodes=nodes or sim.nodes,
+        gpus_per_node=gpus_per_node or sim.gpus_per_node,
+        models=tuple(models or sim.models),
+        seed=sim.seed if seed is None else seed,
+    )
+    window = plan_window(ctx.cfg, ctx.lake, end_s - days * 86400, end_s, **fleet)
+    if window.note:
+        click.echo(window.note, err=True)
+    if window.end_s <= window.start_s:
+        return
     t0 = time.perf_counter()
-    with _progress("simulating", nodes) as bar:
+    with _progress("simulating", fleet["nodes"]) as bar:
         report = backfill(
             ctx.cfg,
             ctx.lake,
-            end_s - days * 86400,
-            end_s,
+            window.start_s,
+            window.end_s,
             step_s,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node or sim.gpus_per_node,
-            models=models or sim.models,
-            seed=sim.seed if seed is None else seed,
+            **fleet,
             workers=workers,
+            epoch_s=window.epoch_s,
             progress=bar.update,
         )
     secs = time.perf_counter() - t0

@@ -11,6 +11,7 @@ re-running the same command rewrites the same files: idempotent.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import itertools
 import math
 import os
@@ -404,6 +405,63 @@ def backfill_history(
         coarse_step_s=int(sim.history_step_s),
         progress=progress,
     )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a `gpuledger simulate` window to write, and the fleet that writes it."""
+
+    start_s: float
+    end_s: float
+    epoch_s: float | None = None  # continue the lake's fleet (same seed and shape) from its epoch; None: a new one
+    note: str | None = None  # one line for the operator when the window asked for was cut
+
+
+def plan_window(
+    cfg: Config,
+    lake: LakeRef,
+    start_s: float,
+    end_s: float,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    models: tuple[str, ...],
+    seed: int,
+    load: float | None = None,
+) -> Window:
+    """What `simulate` writes of [start_s, end_s) into a lake that may hold the same simulated fleet already (its
+    state in `_sim/<cluster>.json`: seed, shape, epoch, written up to when).
+
+    The same fleet is continued, never simulated again: the part of the window the lake holds is not written a
+    second time (it would count every sample twice in the raw table), and the rest continues the fleet from its
+    epoch, so a job running across the boundary is the same job on both sides (a new fleet would bring jobs of its
+    own, back-dated into hours already analysed). A window before the fleet's history, one with a gap after it, or
+    another fleet (seed, nodes, GPUs, models or load) is written as asked."""
+    st = sim_state.load(lake, cfg.cluster)
+    load = cfg.simulator.load if load is None else load
+    if st is None or (st.seed, st.nodes, st.gpus_per_node, tuple(st.models), st.load) != (
+        seed,
+        nodes,
+        gpus_per_node,
+        tuple(models),
+        load,
+    ):
+        return Window(start_s, end_s)
+    first = st.epoch_s + WARMUP_S
+    if end_s <= first or start_s > st.written_until_s:
+        return Window(start_s, end_s)
+    held = f"{_iso(max(start_s, first))} to {_iso(min(end_s, st.written_until_s))}"
+    if end_s <= st.written_until_s:
+        return Window(end_s, end_s, st.epoch_s, f"the lake already holds this fleet from {held}: nothing to write")
+    if start_s >= st.written_until_s:
+        return Window(start_s, end_s, st.epoch_s)
+    return Window(
+        st.written_until_s, end_s, st.epoch_s, f"the lake already holds this fleet from {held}: continuing it"
+    )
+
+
+def _iso(t_s: float) -> str:
+    return dt.datetime.fromtimestamp(t_s, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # A gap shorter than three scrape intervals is the live collector's own lag (a restart, a slow flush), not time the

@@ -15,7 +15,6 @@ import polars as pl
 from gpuledger.analytics.gpu_hourly import gpu_5min
 from gpuledger.analytics.runner import run
 from gpuledger.lake import LakeWriter, scan
-from gpuledger.query import Lake
 from gpuledger.spool import Spool
 
 from builders import END as SMALL_END
@@ -29,20 +28,30 @@ def _distinct(lake) -> int:
     return scan(lake, "gpu_samples").select(pl.struct("cluster", "gpu_uuid", "ts").n_unique()).collect().item()
 
 
-def test_an_overlapping_simulate_counts_once_in_gpu_hourly_and_the_views(tmp_path, cli):
+def test_an_overlapping_simulate_continues_the_fleet_and_writes_nothing_twice(tmp_path, cli):
     lake = tmp_path / "lake"
     fleet = ("--nodes", 2, "--gpus-per-node", 2, "--step-s", 60, "--workers", 1)
     cli("simulate", "--lake", lake, *fleet, "--days", 1, "--end", "2026-11-30T00:00:00Z")
-    # 12 hours of it again: the window 2026-11-29T12:00 to 2026-11-30T12:00 overlaps the first by half.
-    cli("simulate", "--lake", lake, *fleet, "--days", 1, "--end", END.isoformat())
+    jobs_before = scan(lake, "jobs").collect()
+    # 24 hours again, ending 12 hours later: the first 12 overlap what the lake holds.
+    r = cli("simulate", "--lake", lake, *fleet, "--days", 1, "--end", END.isoformat())
+    assert "already holds this fleet from 2026-11-29T12:00:00Z to 2026-11-30T00:00:00Z: continuing it" in r.output
     rows = scan(lake, "gpu_samples").select(pl.len()).collect().item()
-    # 4 GPUs x 36 hours x 60 samples an hour, of which 12 hours were written twice
-    assert _distinct(lake) == 4 * 36 * 60 and rows == 4 * 48 * 60
+    # 4 GPUs x 36 hours x 60 samples an hour, each once
+    assert _distinct(lake) == rows == 4 * 36 * 60
+    # The same fleet continued: every job of the first window whose state changed later is the same job (its
+    # earlier rows are not written again, and no job of the second window starts before the boundary).
+    jobs = scan(lake, "jobs").collect()
+    later = jobs.join(jobs_before, on=[c for c in jobs.columns if c != "gpu_uuids"], how="anti", nulls_equal=True)
+    assert later.height and later["updated_at"].min() >= dt.datetime(2026, 11, 30, tzinfo=UTC)
+    new_ids = set(later["job_id"]) - set(jobs_before["job_id"])
+    assert later.filter(pl.col("job_id").is_in(new_ids))["submitted_at"].min() >= dt.datetime(2026, 11, 30, tzinfo=UTC)
+    # A window the lake holds whole writes nothing.
+    r = cli("simulate", "--lake", lake, *fleet, "--days", 0.25, "--end", END.isoformat())
+    assert "nothing to write" in r.output and scan(lake, "gpu_samples").select(pl.len()).collect().item() == rows
     run(lake, until_s=END.timestamp())
     hourly = scan(lake, "gpu_hourly").collect()
     assert hourly.height == 4 * 36 and hourly["samples"].to_list() == [60] * (4 * 36)
-    with Lake(lake) as q:  # the views over the derived tables count each GPU-hour once too
-        assert q.execute("SELECT count(*), sum(samples) FROM gpu_hourly").rows[0] == (4 * 36, 4 * 36 * 60)
 
 
 def _samples(i: int) -> dict[str, list]:
