@@ -14,7 +14,7 @@ import datetime as dt
 
 import polars as pl
 
-from gpuledger.analytics.jobs import latest
+from gpuledger.analytics.jobs import held_until, latest
 
 
 def gpu_of_pod(samples: pl.LazyFrame) -> pl.LazyFrame:
@@ -75,9 +75,7 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
             .otherwise(pl.lit([None], dtype=pl.List(pl.String)))
             .alias("gpu_uuid"),
             pl.col("scheduled_at").alias("start"),
-            # Nothing is held after `now`: a job state timed ahead of the run (a node's clock, a simulation run past
-            # it) is not charged for time that has not come, and a finish still ahead leaves the job open at now.
-            pl.min_horizontal(pl.coalesce("finished_at", now_lit), now_lit).alias("end"),
+            held_until(now_lit).alias("end"),  # a finish still ahead of now leaves the job open at now
             (pl.col("finished_at").is_null() | (pl.col("finished_at") > now_lit)).alias("open"),
         )
         .explode("gpu_uuid")

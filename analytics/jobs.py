@@ -49,16 +49,22 @@ def size_bucket(gpus: pl.Expr) -> pl.Expr:
     )
 
 
+def held_until(now_lit: pl.Expr) -> pl.Expr:
+    """When a job's GPUs are last counted as held: its finish, else now, and never after now (a state timed ahead
+    of the run, from a node's clock or a simulation past it, is not charged for time that has not come)."""
+    return pl.min_horizontal(pl.coalesce("finished_at", now_lit), now_lit)
+
+
 def job_stats(jobs: pl.LazyFrame, now: dt.datetime) -> pl.LazyFrame:
     """Per job: queue_s, run_s, held_s (GPU held: bound -> end), gpu_hours, expansion factor, size bucket.
 
     queue_s = scheduled_at - submitted_at (for a job still pending: now - submitted_at, flagged by status);
     run_s = end - (started_at, else scheduled_at); held_s = end - scheduled_at; end = finished_at, else now, and
-    never after now (a finish timed ahead of the run is not counted before it comes: analytics.allocation);
+    never after now (held_until);
     gpu_hours = gpus x held_s / 3600; expansion = (queue_s + run_s) / run_s.
     """
     now_lit = pl.lit(now).dt.cast_time_unit("us")
-    end = pl.min_horizontal(pl.coalesce("finished_at", now_lit), now_lit)
+    end = held_until(now_lit)
     secs = lambda e: e.dt.total_microseconds() / 1e6  # noqa: E731 - a tiny local spelling helper
     wait = secs(pl.coalesce("scheduled_at", end) - pl.col("submitted_at"))
     run = secs(end - pl.coalesce("started_at", "scheduled_at"))
