@@ -190,13 +190,7 @@ class Lake(_Reader):
     def load_views(self, names: set[str] | None = None) -> None:
         """Define the views `names` (all when None) and those they read, in sql_files() order (tables first);
         a table with no files yet gets an empty view of the right shape. Views already defined over data stay."""
-        want = set(self._files) if names is None else set()
-        stack = list(names or ())
-        while stack:
-            n = stack.pop()
-            if n not in want:
-                want.add(n)
-                stack.extend(self._reads[n])
+        want = set(self._files) if names is None else self._with_reads(names)
         for name, text in self._files.items():
             if name not in want:
                 continue
@@ -278,18 +272,18 @@ class Lake(_Reader):
                 # A view's cast to its table's type failing: a file of another schema among its files (DuckDB's
                 # ConversionException, whose type is lost when it comes through the Arrow stream as an OSError).
                 if str(e).startswith(_CONVERSION):
-                    raise self._damaged(sorted(self._tables_read(sql)), e) from e
+                    raise self._damaged(sorted(self._with_reads(self._used(sql)) & set(schema.TABLES)), e) from e
                 raise
 
-    def _tables_read(self, sql: str) -> set[str]:
-        """The lake tables a query's views read."""
-        seen, stack = set(), list(self._used(sql))
+    def _with_reads(self, names: Iterable[str]) -> set[str]:
+        """The views `names` and every view they read, however deep."""
+        seen, stack = set(), list(names)
         while stack:
             n = stack.pop()
             if n not in seen:
                 seen.add(n)
-                stack.extend(self._reads.get(n, ()))
-        return seen & set(schema.TABLES)
+                stack.extend(self._reads[n])
+        return seen
 
     def _damaged(self, tables: list[str], e: QueryError) -> QueryError:
         """The query's failure, naming the first file of `tables` that fails its check (each read whole: only on
