@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from gpuledger.analytics.runner import TELEMETRY, telemetry_day
+from gpuledger.analytics.runner import CLASHES, TELEMETRY, telemetry_day
 from gpuledger.errors import ClusterError, LakeError
 from gpuledger.lake import LakeWriter
 from gpuledger.store import Staging, Store, open_store
@@ -45,10 +45,9 @@ def stage_day(
     client's lake, and would read no samples and publish empty days."""
     staging.check()
     writer = LakeWriter(lake)
-    return {
-        job: (rows.height, writer.stage_partitions(staging, job, rows, job))
-        for job, rows in telemetry_day(lake, day, lo, hi, allocs).items()
-    }
+    out = telemetry_day(lake, day, lo, hi, allocs)
+    staged = {job: (out[job].height, writer.stage_partitions(staging, job, out[job], job)) for job in TELEMETRY}
+    return {**staged, CLASHES: (out[CLASHES].height, [out[CLASHES]])}  # a few rows: they travel with the result
 
 
 def _read(lake: str, key: str) -> str | None:
@@ -110,10 +109,11 @@ class DaskEngine:
         lo: dt.datetime,
         hi: dt.datetime,
         allocs: pl.DataFrame,
+        found: list[pl.DataFrame],
     ) -> Iterator[dict[str, tuple[int, float]]]:
         """runner._telemetry_chunks on the cluster: every day is submitted at once (the cluster works ahead), and
         per chunk, in order, {table: (rows, seconds)} once the chunk's files are published. gpu_5min's seconds are
-        the wait for the chunk's tasks, the others' their share of publishing.
+        the wait for the chunk's tasks, the others' their share of publishing. Each day's CLASHES go to `found`.
 
         Raises ClusterError naming the chunk's days that failed (after Dask's own retries); nothing of that chunk
         or any later one is published."""
@@ -137,6 +137,7 @@ class DaskEngine:
                 if failed:
                     raise ClusterError(self._failure(failed))
                 results = [f.result() for f in fs]
+                found.extend(r[CLASHES][1][0] for r in results)
                 seconds = {"gpu_5min": time.perf_counter() - mark}
                 mark = time.perf_counter()
                 publish(results)

@@ -34,25 +34,28 @@ def ahead(samples: pl.LazyFrame, bound: dt.datetime) -> pl.LazyFrame:
     )
 
 
-def gpu_5min(samples: pl.LazyFrame) -> pl.LazyFrame:
+def gpu_5min(samples: pl.LazyFrame, index: bool = False) -> pl.LazyFrame:
     """Per GPU and 5-minute bucket, from the raw samples, each sample counted once (the one pass over telemetry).
+    With `index`, a `_gpu_index` column (the least NVML index the GPU reported in the bucket): not a gpu_5min
+    column, but what analytics/node_claims.py finds two machines under one node name from, at no second read.
 
     A `unique` over a day's samples made the pass ~7x slower (8.6M rows, benchmarks/RESULTS.md), and almost every
     day has no duplicate. So the rollup counts each bucket's distinct times too, and only the GPUs with a bucket
     holding fewer distinct times than rows are rolled up again from their samples made unique. Computed here (the
     check needs the rollup), returned lazy like the other rollups."""
-    five = rollup_5min(samples, distinct=True).collect()
+    five = rollup_5min(samples, distinct=True, index=index).collect()
     twice = five.filter(pl.col("_distinct") < pl.col("samples"))["gpu_uuid"].unique()
     five = five.drop("_distinct")
     if twice.is_empty():
         return five.lazy()
-    again = rollup_5min(once(samples.filter(pl.col("gpu_uuid").is_in(twice.implode())))).collect()
+    again = rollup_5min(once(samples.filter(pl.col("gpu_uuid").is_in(twice.implode()))), index=index).collect()
     return pl.concat([five.filter(~pl.col("gpu_uuid").is_in(twice.implode())), again.select(five.columns)]).lazy()
 
 
-def rollup_5min(samples: pl.LazyFrame, distinct: bool = False) -> pl.LazyFrame:
+def rollup_5min(samples: pl.LazyFrame, distinct: bool = False, index: bool = False) -> pl.LazyFrame:
     """gpu_5min of samples unique by SAMPLE_KEY (streamable); with `distinct`, a `_distinct` column counting each
-    bucket's distinct times, which is below `samples` where a sample was written twice."""
+    bucket's distinct times, which is below `samples` where a sample was written twice; with `index`, gpu_5min's
+    `_gpu_index`."""
     bucket = pl.col("ts").dt.truncate("5m").alias("bucket_start")
     n = pl.len()
     span_s = (pl.col("ts").max() - pl.col("ts").min()).dt.total_microseconds() / 1e6
@@ -72,6 +75,7 @@ def rollup_5min(samples: pl.LazyFrame, distinct: bool = False) -> pl.LazyFrame:
             pl.col("power_w").mean().cast(pl.Float64).alias("power_w_mean"),
             (pl.col("power_w").mean() * covered_s / 3600.0).cast(pl.Float64).alias("energy_wh"),
             *([pl.col("ts").n_unique().cast(pl.Int64).alias("_distinct")] if distinct else []),
+            *([pl.col("gpu_index").min().alias("_gpu_index")] if index else []),
         )
         .with_columns(pl.col("bucket_start").dt.date().alias("date"))
     )

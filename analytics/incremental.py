@@ -761,6 +761,8 @@ def _write_job_stats(lake: LakeRef, writer: LakeWriter, plan: Plan, dirty) -> tu
     )
     fresh = _with_date("job_stats", stats.join(use, on=KEY, how="left"))
     parts = set(fresh["date"].unique().to_list()) | set(plan.before["submitted_at"].dt.date().unique().to_list())
+    if not parts:  # no job's row can have changed (a run again to the same end)
+        return 0, 0
     kept = pl.concat([scan(lake, "job_stats", date=d).collect() for d in sorted(parts)], how="vertical_relaxed").join(
         hit, on=KEY, how="anti"
     )

@@ -6,7 +6,7 @@ partition) or be rewritten (compaction merges a closed day's files). So a run co
 file it reads (gpuledger.lake.file_stamps: (mtime, size) on disk, (ETag, size) in an object store) with the last
 run's (`file_changes`), and each change becomes a span of time to recompute (`late_spans`): a new file from its
 first sample's hour to the end of its day (its rows are that day's), a rewritten or removed file its whole day. With
-the telemetry window (the watermark less the look-back) and the allocation intervals that changed, the spans give the
+the telemetry window (from the watermark) and the allocation intervals that changed, the spans give the
 hours of the pass over raw samples and of fragmentation (`starts`, `ranges`). The job-level tables are recomputed by
 whole UTC days (analytics/incremental.py): `job_days` says which, from the days whose inputs changed.
 """

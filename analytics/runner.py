@@ -1,8 +1,8 @@
 """Runs the analytics jobs over the lake: incremental (a watermark per job) and idempotent.
 
-Telemetry jobs (gpu_5min, gpu_hourly, job_5min) recompute the hours since the watermark minus a look-back (samples
-of a regular spool flush land within it), the hours of raw files new or rewritten since the last run however old
-(a node's spool flushed days late, a compacted day), and the hours whose allocations changed; each UTC day's output
+Telemetry jobs (gpu_5min, gpu_hourly, job_5min) recompute the hours since the watermark, the hours of raw files new
+or rewritten since the last run however old (a spool's flush of the last minutes, a node's spool flushed days late,
+a compacted day), and the hours whose allocations changed; each UTC day's output
 is one file, its earlier rows kept (analytics/planner.py says which hours). Fragmentation follows the same hours.
 Job-level tables recompute only the days and jobs new data can change (analytics/incremental.py); the snapshot
 tables (WHOLE) are recomputed whole. The same input gives the same files, so re-running changes nothing.
@@ -30,6 +30,7 @@ from gpuledger.analytics.forecast import day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import ahead, gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import JobTables, Plan, job_tables, prepare, write_changed_partitions
+from gpuledger.analytics.node_claims import claims, clashes
 from gpuledger.analytics.state_store import STATE, state_dir
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.analytics.utilization import job_5min
@@ -42,6 +43,11 @@ from gpuledger.lake_check import checked_stamps
 from gpuledger.store import LakeRef, open_store
 
 log = logging.getLogger(__name__)
+# Samples reach the lake after their time (a spool flushes every few minutes), and a run sees them by their file's
+# stamp (a new file's hours are recomputed). A lake whose stamps were not kept (analysed by a version before them)
+# has nothing to compare, so its next run recomputes this much before the watermark instead, as every run once did:
+# at 10,000 GPUs those two extra hours were two thirds of an hourly run's pass, and after midnight they made it
+# rewrite all of yesterday's files.
 LOOKBACK_S = 2 * 3600
 CHUNK_DAYS = 7  # telemetry rollups computed and written this many UTC days at a time
 DAY_THREADS = 2  # days of the pass over raw samples computed at once (benchmarks/RESULTS.md, issue 15 item 1)
@@ -227,11 +233,12 @@ def _run(
     # Telemetry rollups: one streaming pass over the samples gives the 5-minute rows, and the hourly rows are
     # rolled up from those in memory (re-reading them from the lake costs as much as computing them).
     src = scan(lake, "gpu_samples")
+    lookback = LOOKBACK_S if kept is None else 0.0
     start = from_s
     if start is None:
         wm = None if rebuild else watermark(lake, "gpu_5min")
         if wm is not None:
-            start = wm - LOOKBACK_S
+            start = wm - lookback
         else:
             first = src.select(pl.col("date").min()).collect().item()
             start = None if first is None else dt.datetime.combine(first, dt.time(), dt.timezone.utc).timestamp()
@@ -243,7 +250,7 @@ def _run(
     if has_data(lake, "jobs"):
         # The jobs' state first: the pass over the samples needs the allocations of its window.
         frag_s = from_s if from_s is not None or rebuild else watermark(lake, "fragmentation")
-        frag_s = frag_s if frag_s is None or from_s is not None else frag_s - LOOKBACK_S
+        frag_s = frag_s if frag_s is None or from_s is not None else frag_s - lookback
         starts = [s - s % 3600 for s in (start, frag_s) if s is not None]
         needed = None
         if len(starts) == 2:
@@ -252,7 +259,10 @@ def _run(
     if window_lo is not None:
         # The window, the late files' hours and those whose allocations changed (job_5min).
         spans = [planner.Span(window_lo, now, "telemetry window"), *late, *(plan.alloc_spans if plan else ())]
-        reports += _telemetry(lake, writer, engine, planner.ranges(planner.starts(spans), now), window_lo, now, plan)
+        found: list[pl.DataFrame] = []
+        ranges = planner.ranges(planner.starts(spans), now)
+        reports += _telemetry(lake, writer, engine, ranges, window_lo, now, plan, found)
+        _warn_claims(found, cfg.cluster)
         for job in TELEMETRY:
             write_bytes_atomic(_watermark_path(lake, job), json.dumps({"done_until_s": until_s}).encode())
     if plan is not None:
@@ -263,9 +273,8 @@ def _run(
             t0 = time.perf_counter()
             days, rows = _run_whole(lake, writer, job, compute(lake, done, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
-        frag = _fragmentation(
-            lake, writer, done, cfg, from_s, [*late, *plan.alloc_spans], bool(rebuild) or _refit(lake, kept, stamps)
-        )
+        whole = bool(rebuild) or _refit(lake, kept, stamps)
+        frag = _fragmentation(lake, writer, done, cfg, from_s, [*late, *plan.alloc_spans], whole, lookback)
         if frag is not None:
             reports.append(frag)
     _keep_stamps(lake, stamps)
@@ -373,13 +382,22 @@ def _warn_ahead(lake: LakeRef, now: dt.datetime, skew_s: float) -> None:
         )
 
 
+def _warn_claims(found: list[pl.DataFrame], cluster: str) -> None:
+    """A warning line per node of this run's cluster that two machines claimed in the hours the run analysed."""
+    for claim in claims(pl.concat(found), cluster) if found else []:
+        log.warning("analytics: %s", claim.warning())
+
+
 TELEMETRY = ("gpu_5min", "gpu_hourly", "job_5min")  # the tables of the pass over raw samples, one UTC day at a time
+CLASHES = "node_claims"  # and what the pass finds besides them (not a table: logged, analytics/node_claims.py)
 
 
-def _telemetry(lake, writer, engine, ranges, window_lo: dt.datetime, now: dt.datetime, plan) -> list[RunReport]:
+def _telemetry(
+    lake, writer, engine, ranges, window_lo: dt.datetime, now: dt.datetime, plan, found: list[pl.DataFrame]
+) -> list[RunReport]:
     """The pass over raw samples for these [lo, hi) ranges (whole hours, so every bucket is recomputed from all of
     its samples), in this process or on Dask workers. Reports each table's rows over the window's days (`now`'s
-    included) and the others done."""
+    included) and the others done; appends each day's CLASHES to `found`."""
     done = {job: [0, 0.0] for job in TELEMETRY}  # rows, seconds
     allocs = plan.allocations_from(ranges[0][0]) if plan is not None and ranges else _NO_ALLOCATIONS
     reported = {window_lo.date() + dt.timedelta(days=k) for k in range((now.date() - window_lo.date()).days + 1)}
@@ -394,9 +412,9 @@ def _telemetry(lake, writer, engine, ranges, window_lo: dt.datetime, now: dt.dat
         chunks = [days[k : k + CHUNK_DAYS] for k in range(0, len(days), CHUNK_DAYS)]
         # Each chunk's files are in the lake before the next chunk's results are taken.
         if engine is None:
-            written = _telemetry_chunks(lake, writer, chunks, lo, now, allocs)
+            written = _telemetry_chunks(lake, writer, chunks, lo, now, allocs, found)
         else:
-            written = engine.telemetry_chunks(lake, writer, chunks, lo, now, allocs)
+            written = engine.telemetry_chunks(lake, writer, chunks, lo, now, allocs, found)
         for chunk_done in written:
             for job, (rows, seconds) in chunk_done.items():
                 done[job][0] += rows
@@ -407,19 +425,22 @@ def _telemetry(lake, writer, engine, ranges, window_lo: dt.datetime, now: dt.dat
 def telemetry_day(
     lake: LakeRef, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
 ) -> dict[str, pl.DataFrame]:
-    """The TELEMETRY tables' rows for UTC day `day` of the window [lo, hi), with a `date` column: the unit of work
-    of the pass over raw samples, run in this process or on a Dask worker (analytics/dask_engine.py).
+    """The TELEMETRY tables' rows for UTC day `day` of the window [lo, hi), with a `date` column, and under CLASHES
+    the window's 5-minute buckets where two machines claimed one node name (analytics/node_claims.py): the unit of
+    work of the pass over raw samples, run in this process or on a Dask worker (analytics/dask_engine.py).
 
     `allocs`: allocation intervals (gpu_allocations' columns) overlapping the day; others are dropped here. Rows of
     the day before `lo` are kept from the file they will replace (_keep_rows_before)."""
     midnight = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
     d_lo, d_hi = max(lo, midnight), min(hi, midnight + dt.timedelta(days=1))
-    five = gpu_5min(scan(lake, "gpu_samples", date=day).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi)))
+    day_samples = scan(lake, "gpu_samples", date=day).filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+    five = gpu_5min(day_samples, index=True).collect()
+    found = clashes(five)
     # Both sorted by their key: a group-by's rows come in any order, and sums over them (the hourly rollup here; the
     # job-level tables over the files) then differ in the last bit (energy_wh in 9 of 576 rows between two runs of
     # one lake, and between a local run and a Dask worker's). Sorted, every run writes the same files.
     key = ("cluster", "node", "gpu_uuid", "parent_gpu_uuid")
-    five = five.collect().sort(*key, "bucket_start")
+    five = five.drop("_gpu_index").sort(*key, "bucket_start")
     hourly = gpu_hourly(five.lazy()).collect().sort(*key, "hour")
     # Job utilization per 5 minutes from the rollup in memory: allocations clipped to the day. No bucket crosses
     # midnight, so a day at a time gives the rows a longer window would. An empty window (`hi` at midnight) holds none.
@@ -428,12 +449,16 @@ def telemetry_day(
         pl.max_horizontal("start", _lit(d_lo)).alias("start"), pl.min_horizontal("end", _lit(d_hi)).alias("end")
     )
     j5 = job_5min(held, five.lazy()).with_columns(pl.col("bucket_start").dt.date().alias("date")).collect()
-    return {job: _keep_rows_before(lake, job, out, lo) for job, out in zip(TELEMETRY, (five, hourly, j5), strict=True)}
+    out = {job: _keep_rows_before(lake, job, rows, lo) for job, rows in zip(TELEMETRY, (five, hourly, j5), strict=True)}
+    return {**out, CLASHES: found}
 
 
-def _telemetry_chunks(lake: LakeRef, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame):
-    """The pass in this process: per chunk of days, {table: (rows, seconds)} once its files are written.
-    gpu_5min's seconds include computing all three tables (they come from one pass over the samples)."""
+def _telemetry_chunks(
+    lake: LakeRef, writer: LakeWriter, chunks: list[list[dt.date]], lo, hi, allocs: pl.DataFrame, found: list
+):
+    """The pass in this process: per chunk of days, {table: (rows, seconds)} once its files are written (and each
+    day's CLASHES appended to `found`). gpu_5min's seconds include computing all three tables (they come from one
+    pass over the samples)."""
     for chunk in chunks:
         mark = time.perf_counter()
         # Two days at a time: a day of hourly samples is a chain of small queries whose Python and I/O overlap
@@ -441,6 +466,7 @@ def _telemetry_chunks(lake: LakeRef, writer: LakeWriter, chunks: list[list[dt.da
         with ThreadPoolExecutor(DAY_THREADS) as pool:
             outs = list(pool.map(lambda d: telemetry_day(lake, d, lo, hi, allocs), chunk))
         seconds = {"gpu_5min": time.perf_counter() - mark}
+        found.extend(o[CLASHES] for o in outs)
         rows = {}
         for job in TELEMETRY:
             mark = time.perf_counter()
@@ -473,8 +499,9 @@ def _fragmentation(
     from_s: float | None = None,
     spans: list | None = None,
     whole: bool = False,
+    lookback: float = 0.0,
 ) -> RunReport | None:
-    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark minus the look-back),
+    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark less `lookback`),
     plus the hours of `spans` (late telemetry, changed allocations); `whole`: from the first hour.
 
     Each cluster of the lake on its own: its GPUs, its allocations and its jobs' requests (node names repeat across
@@ -488,7 +515,7 @@ def _fragmentation(
         listed = scan(lake, "nodes").select(pl.col("cluster").unique()).collect()["cluster"].sort().to_list()
         nodes = {c: latest_nodes(scan(lake, "nodes"), c) for c in listed}
     wm = watermark(lake, "fragmentation")
-    start_s = from_s if from_s is not None else None if wm is None or whole else wm - LOOKBACK_S
+    start_s = from_s if from_s is not None else None if wm is None or whole else wm - lookback
     if start_s is None:
         first = (
             hourly.select(pl.col("hour").min()).collect().item()

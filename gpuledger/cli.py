@@ -805,15 +805,11 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
 @common
 def analyze(ctx: Ctx, from_, to, scheduler) -> None:
     """Run the analytics jobs over the lake (incremental from each job's watermark; idempotent)."""
-    from gpuledger.analytics.node_claims import recent_claims
     from gpuledger.analytics.runner import run
 
     until_s, from_s = _utc(to, "--to"), _utc(from_, "--from")
     for r in run(ctx.lake, until_s=until_s, from_s=from_s, cfg=ctx.cfg, scheduler=scheduler):
         click.echo(f"{r.job}: {r.rows:,} rows over {r.days} day(s) in {r.seconds:.1f} s")
-    until = dt.datetime.fromtimestamp(until_s if until_s is not None else time.time(), dt.timezone.utc)
-    for claim in recent_claims(ctx.lake, ctx.cfg.cluster, until):
-        click.echo(claim.warning(), err=True)
 
 
 # -- import --------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A lake file checked before it is trusted, and set aside when it cannot be: one damaged or foreign file must not
 stop every run and query that reads its table, nor be read as other values.
 
-A file fails when pyarrow cannot read it whole with its page checksums verified (cut short, bytes flipped: polars
-and DuckDB verify no checksum, and a flipped bit in a zstd page can decompress to another value), or when its
+A file fails when it cannot be read whole with its page checksums verified (cut short, bytes flipped: polars and
+DuckDB verify no checksum, and a flipped bit in a zstd page can decompress to another value; the pages are checked
+without decoding them by gpuledger.parquet_pages, or decoded by pyarrow where a page has no checksum), or when its
 columns are not its table's (an unknown column, a required one missing, a column of another kind of type: read
 with the rest, it would retype the column for every reader). A failed file is moved under `_quarantine/`
 (Store.set_aside), named in one warning line, and recorded in the `quarantined_files` table: the rows it held are
@@ -20,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpuledger import schema
+from gpuledger import parquet_pages, schema
 from gpuledger.lake import LakeWriter, frame_from_rows
 from gpuledger.store import Store
 
@@ -52,14 +53,45 @@ def schema_problem(table: schema.Table, have: pl.Schema) -> str | None:
 def verify_bytes(table: schema.Table, data: bytes) -> str | None:
     """What is wrong with these bytes as a file of `table`, or None."""
     try:
-        f = pq.ParquetFile(io.BytesIO(data), page_checksum_verification=True)
-        for _ in f.iter_batches(batch_size=1 << 16):  # every page decoded and checked, a batch held at a time
-            pass
-    except (pa.ArrowException, OSError, ValueError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return f"cannot be read whole ({first[:200]})"
-    # polars' own reading of the footer: a pyarrow Table (even an empty one) imports pandas, 0.2 s a process
-    return schema_problem(table, pl.read_parquet_schema(io.BytesIO(data)))
+        # The footer by pyarrow (its Thrift reader, and the Arrow schema kept in it), the pages by parquet_pages.
+        f = pq.ParquetFile(io.BytesIO(data))
+        zone = _unknown_zone(f.schema_arrow)
+        if zone is not None:  # polars would panic on it (a Rust panic message on stderr before the exception)
+            return f"cannot be read whole (unknown time zone {zone!r})"
+        columns = [(c.physical_type, c.max_definition_level, c.max_repetition_level) for c in f.schema]
+        try:
+            why = parquet_pages.check(data, columns)
+        except parquet_pages.Unverifiable:
+            why = decoded(data)
+        # polars' own reading of the footer: a pyarrow Table (even an empty one) imports pandas, 0.2 s a process
+        have = None if why is not None else pl.read_parquet_schema(io.BytesIO(data))
+    # polars panics (a BaseException) on some damaged footers: a time zone no longer a zone's name
+    except (pa.ArrowException, OSError, ValueError, pl.exceptions.PolarsError, pl.exceptions.PanicException) as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    if why is not None:
+        return f"cannot be read whole ({why})"
+    return schema_problem(table, have)
+
+
+def _unknown_zone(arrow: pa.Schema) -> str | None:
+    """The first time zone of a timestamp column that polars does not know, or None (asked of polars' own zone
+    database: a raised error here, where reading the file's schema would panic)."""
+    for field in arrow:
+        tz = getattr(field.type, "tz", None)
+        if tz:
+            try:
+                pl.Series([], dtype=pl.Datetime("us", tz))
+            except pl.exceptions.ComputeError:
+                return tz
+    return None
+
+
+def decoded(data: bytes) -> None:
+    """Every page decoded by pyarrow, checking each page's checksum where it has one: raises what pyarrow raises.
+    The slow path (a file with pages written without checksums), and what parquet_pages is tested against."""
+    f = pq.ParquetFile(io.BytesIO(data), page_checksum_verification=True)
+    for _ in f.iter_batches(batch_size=1 << 16):  # a batch held at a time
+        pass
 
 
 def verify_file(store: Store, table_name: str, key: str) -> str | None:

@@ -62,32 +62,81 @@ def test_the_view_names_the_node_two_machines_claim(tmp_path):
     ]
 
 
-def test_analyze_reports_it_in_one_line_for_its_own_cluster(cli, tmp_path):
+def _claimed(caplog) -> list[str]:
+    return [m for m in caplog.messages if "claimed by two machines" in m]
+
+
+def test_analyze_reports_it_in_one_line_for_its_own_cluster(cli, tmp_path, caplog):
     lake = _lake(tmp_path / "lake")
     lines = {}
     for cluster in ("eu-1", "us-1"):
         config = tmp_path / f"{cluster}.toml"
         config.write_text(f'cluster = "{cluster}"\n')
-        r = cli("analyze", "--lake", lake, "--config", config, "--to", "2026-11-02T12:00:00Z")
+        caplog.clear()
+        r = cli(
+            "analyze",
+            "--lake",
+            lake,
+            "--config",
+            config,
+            "--to",
+            "2026-11-02T12:00:00Z",
+            "--from",
+            "2026-11-02T00:00:00Z",
+        )
         assert r.exit_code == 0, r.output
-        lines[cluster] = [line for line in r.stderr.splitlines() if line.startswith("warning: node")]
+        lines[cluster] = _claimed(caplog)
     assert lines == {
         "eu-1": [
-            "warning: node 'gpu-7' of cluster 'eu-1' is claimed by two machines: GPUs GPU-a0, GPU-a1, GPU-b0, GPU-b1 "
-            "report at the same GPU index from 2026-11-02 10:00 to 2026-11-02 10:15 UTC; give each collector its own "
-            "collector.node (its rows are merged into one node until then)"
+            "analytics: node 'gpu-7' of cluster 'eu-1' is claimed by two machines: GPUs GPU-a0, GPU-a1, GPU-b0, "
+            "GPU-b1 report at the same GPU index from 2026-11-02 10:00 to 2026-11-02 10:15 UTC; give each collector "
+            "its own collector.node (its rows are merged into one node until then)"
         ],
         "us-1": [],
     }
 
 
-def test_recent_claims_are_the_clusters_own_in_the_day_before_until(tmp_path):
-    from gpuledger.analytics.node_claims import NodeClaim, recent_claims
+def test_a_run_reports_the_hours_it_analysed_only(cli, tmp_path, caplog):
+    """The check is part of the pass over raw samples: a later run whose window starts after the clash says
+    nothing of it, and a late file that brings a clash into a day already analysed is reported with the hours it
+    makes the run analyse again."""
+    lake = _lake(tmp_path / "lake")
+    config = tmp_path / "eu-1.toml"
+    config.write_text('cluster = "eu-1"\n')
+    assert cli("analyze", "--lake", lake, "--config", config, "--to", "2026-11-02T11:00:00Z").exit_code == 0
+    assert len(_claimed(caplog)) == 1
+    caplog.clear()
+    assert cli("analyze", "--lake", lake, "--config", config, "--to", "2026-11-02T14:00:00Z").exit_code == 0
+    assert _claimed(caplog) == []
+    late = _samples("eu-1", "gpu-5", {"GPU-e0": 0}, range(5)) + _samples("eu-1", "gpu-5", {"GPU-f0": 0}, [2])
+    write_rows(lake, "gpu_samples", late, "late")
+    assert cli("analyze", "--lake", lake, "--config", config, "--to", "2026-11-02T15:00:00Z").exit_code == 0
+    # The late file's hours are analysed again from its first sample (10:00), gpu-7's clash with them.
+    assert [m[:35] for m in _claimed(caplog)] == [
+        "analytics: node 'gpu-5' of cluster ",
+        "analytics: node 'gpu-7' of cluster ",
+    ]
+    assert _claimed(caplog)[0] == (
+        "analytics: node 'gpu-5' of cluster 'eu-1' is claimed by two machines: GPUs GPU-e0, GPU-f0 report at the "
+        "same GPU index from 2026-11-02 10:00 to 2026-11-02 10:05 UTC; give each collector its own collector.node "
+        "(its rows are merged into one node until then)"
+    )
+
+
+def test_clashes_and_claims_follow_the_views_rule(tmp_path):
+    """The run's rule (analytics/node_claims.py, on 5-minute rows) gives the view's answer on the same lake."""
+    from gpuledger.analytics.gpu_hourly import gpu_5min
+    from gpuledger.analytics.node_claims import NodeClaim, claims, clashes
+    from gpuledger.lake import scan
 
     lake = _lake(tmp_path / "lake")
+    found = clashes(gpu_5min(scan(lake, "gpu_samples"), index=True).collect())
+    assert found.select("cluster", "node", "bucket_start").rows() == [
+        ("eu-1", "gpu-7", at(2, 10, 0)),
+        ("eu-1", "gpu-7", at(2, 10, 5)),
+        ("eu-1", "gpu-7", at(2, 10, 10)),
+    ]
     claim = NodeClaim("eu-1", "gpu-7", at(2, 10, 0), at(2, 10, 15), ("GPU-a0", "GPU-a1", "GPU-b0", "GPU-b1"))
-    assert recent_claims(lake, "eu-1", at(2, 12)) == [claim]
-    assert recent_claims(lake, "eu-1", at(3, 23, 59)) == [claim]  # Nov 2 is the day before Nov 3
-    assert recent_claims(lake, "eu-1", at(4, 0)) == []  # Nov 3 and 4 only
-    assert recent_claims(lake, "us-1", at(2, 12)) == []
-    assert recent_claims(tmp_path / "empty", "eu-1", at(2, 12)) == []
+    assert claims(found, "eu-1") == [claim]
+    assert claims(found, "us-1") == []
+    assert claims(found.clear(), "eu-1") == []
