@@ -45,9 +45,10 @@ from gpuledger.store import LakeRef, open_store
 log = logging.getLogger(__name__)
 # Samples reach the lake after their time (a spool flushes every few minutes), and a run sees them by their file's
 # stamp (a new file's hours are recomputed). A lake whose stamps were not kept (analysed by a version before them)
-# has nothing to compare, so its next run recomputes this much before the watermark instead, as every run once did:
-# at 10,000 GPUs those two extra hours were two thirds of an hourly run's pass, and after midnight they made it
-# rewrite all of yesterday's files.
+# has nothing to compare, so its next pass over samples recomputes this much before the watermark instead, as every
+# run once did: at 10,000 GPUs those two extra hours were two thirds of an hourly run's pass, and after midnight they
+# made it rewrite all of yesterday's files. Fragmentation keeps it (0.1 s of the run): an hour's figure is measured
+# against the workload of every job seen so far (analytics/frag_series.py), which the jobs of the next hours change.
 LOOKBACK_S = 2 * 3600
 CHUNK_DAYS = 7  # telemetry rollups computed and written this many UTC days at a time
 DAY_THREADS = 2  # days of the pass over raw samples computed at once (benchmarks/RESULTS.md, issue 15 item 1)
@@ -250,7 +251,7 @@ def _run(
     if has_data(lake, "jobs"):
         # The jobs' state first: the pass over the samples needs the allocations of its window.
         frag_s = from_s if from_s is not None or rebuild else watermark(lake, "fragmentation")
-        frag_s = frag_s if frag_s is None or from_s is not None else frag_s - lookback
+        frag_s = frag_s if frag_s is None or from_s is not None else frag_s - LOOKBACK_S
         starts = [s - s % 3600 for s in (start, frag_s) if s is not None]
         needed = None
         if len(starts) == 2:
@@ -274,7 +275,7 @@ def _run(
             days, rows = _run_whole(lake, writer, job, compute(lake, done, cfg))
             reports.append(RunReport(job, days, rows, time.perf_counter() - t0))
         whole = bool(rebuild) or _refit(lake, kept, stamps)
-        frag = _fragmentation(lake, writer, done, cfg, from_s, [*late, *plan.alloc_spans], whole, lookback)
+        frag = _fragmentation(lake, writer, done, cfg, from_s, [*late, *plan.alloc_spans], whole)
         if frag is not None:
             reports.append(frag)
     _keep_stamps(lake, stamps)
@@ -499,9 +500,8 @@ def _fragmentation(
     from_s: float | None = None,
     spans: list | None = None,
     whole: bool = False,
-    lookback: float = 0.0,
 ) -> RunReport | None:
-    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark less `lookback`),
+    """Hourly fragmentation, incremental like the rollups (from `from_s`, else the watermark less the look-back),
     plus the hours of `spans` (late telemetry, changed allocations); `whole`: from the first hour.
 
     Each cluster of the lake on its own: its GPUs, its allocations and its jobs' requests (node names repeat across
@@ -515,7 +515,7 @@ def _fragmentation(
         listed = scan(lake, "nodes").select(pl.col("cluster").unique()).collect()["cluster"].sort().to_list()
         nodes = {c: latest_nodes(scan(lake, "nodes"), c) for c in listed}
     wm = watermark(lake, "fragmentation")
-    start_s = from_s if from_s is not None else None if wm is None or whole else wm - lookback
+    start_s = from_s if from_s is not None else None if wm is None or whole else wm - LOOKBACK_S
     if start_s is None:
         first = (
             hourly.select(pl.col("hour").min()).collect().item()
