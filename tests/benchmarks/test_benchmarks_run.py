@@ -108,7 +108,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "parquet_checksums.py": (
         rf"flush \(8 GPUs x 3\) +{N} +{N} ms +{N} ms +{N}x +{N}x",
         rf"polars read +check +{N}x",
-        rf"single-bit flips in the pages read back silently: polars {N} of {N}, lake \+ check 0 of {N}",
+        rf"single-bit flips in the pages read back silently as other values: polars {N} of {N}, lake \+ check 0 of {N}",
     ),
     "sql_output.py": (
         rf"gpuledger sql --format csv +{N} rows +{N} bytes +{N} s +peak RSS {N} GB",

@@ -16,6 +16,7 @@ import pytest
 from gpuledger import parquet_pages, schema
 from gpuledger.lake import conform
 from gpuledger.lake_check import decoded, schema_problem, verify_bytes
+from gpuledger.store.base import _dictionary_columns
 
 T = schema.table("gpu_samples")
 
@@ -37,15 +38,20 @@ def _samples(n: int = 240) -> pa.Table:
 
 
 def _bytes(version: str, checksums: bool = True) -> bytes:
+    """Version 1.0 pages with the lake's dictionaries (all but numbers: gpuledger.store.base), 2.0 with pyarrow's
+    (every column)."""
+    table = _samples()
+    lake = _dictionary_columns(pl.from_arrow(table).schema) if version == "1.0" else True
     buf = io.BytesIO()
     pq.write_table(
-        _samples(),
+        table,
         buf,
         compression="zstd",
         data_page_size=256,  # several pages per column chunk
         write_batch_size=32,
         data_page_version=version,
         write_page_checksum=checksums,
+        use_dictionary=lake,
     )
     return buf.getvalue()
 
