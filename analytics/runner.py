@@ -26,7 +26,7 @@ from gpuledger import schema
 from gpuledger.analytics import planner
 from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.decisions import decayed_usage, decisions, models_by_cluster
-from gpuledger.analytics.forecast import day_means, demand_forecast
+from gpuledger.analytics.forecast import VERSION, day_means, demand_forecast
 from gpuledger.analytics.frag_series import fragmentation_series, latest_nodes
 from gpuledger.analytics.gpu_hourly import ahead, gpu_5min, gpu_hourly
 from gpuledger.analytics.incremental import JobTables, Plan, job_tables, prepare, write_changed_partitions
@@ -90,7 +90,7 @@ def _demand_forecast(lake: LakeRef, now: dt.datetime) -> pl.LazyFrame:
     today = dt.datetime.combine(now.date(), dt.time(), dt.timezone.utc)
     daily = by_day(lake, "fleet_hourly", "day_means", lambda day: day_means(day).collect())
     daily = daily.filter(pl.col("day") < today).sort("cluster", "gpu_model", "day")
-    key = f"{daily.height}:{daily.hash_rows(seed=0).sum() if daily.height else 0}"
+    key = f"{VERSION}:{daily.height}:{daily.hash_rows(seed=0).sum() if daily.height else 0}"
     if memo.exists():
         kept = pl.read_parquet(memo)
         if kept.height and kept["_key"][0] == key:
