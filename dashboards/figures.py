@@ -94,39 +94,63 @@ def scatter(frame: pl.DataFrame, x: str, y: str, by: str, title: str, x_title: s
 
 
 def forecast(frame: pl.DataFrame, title: str) -> go.Figure:
-    """History, the backtest's predictions over the last days and the forecast ahead, per model."""
-    if frame.is_empty():
+    """One panel per GPU model (small multiples, each on its own scale): its demand and supply, the chosen method's
+    backtest over the last days, and the forecast ahead inside its 95 % and 80 % prediction bands."""
+    from plotly.subplots import make_subplots
+
+    if frame.is_empty() or frame.filter(pl.col("kind") == "history").is_empty():
         return empty(title, "no forecast yet")
-    fig = go.Figure(layout=dict(title=title, **LAYOUT))
-    for (model,), g in frame.partition_by("gpu_model", as_dict=True, maintain_order=True).items():
-        hist = g.filter(pl.col("kind") == "history")
-        back = g.filter(pl.col("kind") == "backtest")
-        ahead = g.filter(pl.col("kind") == "forecast")
-        fig.add_trace(go.Scatter(x=hist["day"].to_list(), y=hist["actual_gpus"].to_list(), name=f"demand — {model}"))
-        fig.add_trace(
-            go.Scatter(
-                x=hist["day"].to_list(),
-                y=hist["supply_gpus"].to_list(),
-                name=f"supply — {model}",
-                line=dict(dash="dot"),
+    groups = frame.partition_by("gpu_model", as_dict=True, maintain_order=True)
+    models = [m for (m,) in groups]
+    fig = make_subplots(rows=len(models), cols=1, subplot_titles=models, vertical_spacing=0.12 / max(1, len(models)))
+    fig.update_layout(title=title, **{**LAYOUT, "height": 120 + 260 * len(models)})
+    colours = {"demand": "#1f77b4", "supply": "#555555", "backtest": "#ff7f0e", "forecast": "#2ca02c"}
+    for row, model in enumerate(models, 1):
+        g = groups[(model,)]
+        hist, back, ahead = (g.filter(pl.col("kind") == k) for k in ("history", "backtest", "forecast"))
+        first = row == 1  # one legend entry per kind, not per panel
+
+        def line(x, y, kind, dash=None, row=row, first=first):
+            fig.add_trace(
+                go.Scatter(
+                    x=x.to_list(),
+                    y=y.to_list(),
+                    name=kind,
+                    legendgroup=kind,
+                    showlegend=first,
+                    line=dict(color=colours[kind], dash=dash),
+                ),
+                row=row,
+                col=1,
             )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=back["day"].to_list(),
-                y=back["demand_gpus"].to_list(),
-                name=f"backtest — {model}",
-                line=dict(dash="dash"),
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=ahead["day"].to_list(),
-                y=ahead["demand_gpus"].to_list(),
-                name=f"forecast — {model}",
-                line=dict(dash="dashdot"),
-            )
-        )
-    fig.update_xaxes(title="day (UTC)")
-    fig.update_yaxes(title="GPUs (daily mean)", rangemode="tozero")
+
+        if ahead.height:
+            for lo, hi, name, alpha in (
+                ("lo95_gpus", "hi95_gpus", "95 % band", 0.12),
+                ("lo80_gpus", "hi80_gpus", "80 % band", 0.25),
+            ):
+                days = ahead["day"].to_list()
+                fig.add_trace(
+                    go.Scatter(
+                        x=days + days[::-1],
+                        y=ahead[hi].to_list() + ahead[lo].to_list()[::-1],
+                        fill="toself",
+                        fillcolor=f"rgba(44,160,44,{alpha})",
+                        line=dict(width=0),
+                        hoverinfo="skip",
+                        name=name,
+                        legendgroup=name,
+                        showlegend=first,
+                    ),
+                    row=row,
+                    col=1,
+                )
+        line(hist["day"], hist["actual_gpus"], "demand")
+        line(hist["day"], hist["supply_gpus"], "supply", "dot")
+        if back.height:
+            line(back["day"], back["demand_gpus"], "backtest", "dash")
+        if ahead.height:
+            line(ahead["day"], ahead["demand_gpus"], "forecast")
+        fig.update_yaxes(title_text="GPUs (daily mean)", rangemode="tozero", row=row, col=1)
+    fig.update_xaxes(title_text="day (UTC)", row=len(models), col=1)
     return fig

@@ -68,19 +68,32 @@ def forecast_rows(data, f) -> pl.DataFrame:
     )
 
 
+def forecast_summary(fc: pl.DataFrame) -> pl.DataFrame:
+    """Per cluster and model: the chosen method against the seasonal naive baseline, and when demand passes supply."""
+    ahead = fc.filter(pl.col("kind") == "forecast") if fc.height else fc
+    if ahead.is_empty():
+        return pl.DataFrame()
+    return ahead.group_by("cluster", "gpu_model", maintain_order=True).agg(
+        pl.col("method").first(),
+        pl.col("backtest_mase").first().alias("MASE"),
+        pl.col("baseline_mase").first().alias("baseline MASE"),
+        pl.col("backtest_wape_pct").first().alias("WAPE (%)"),
+        pl.col("baseline_wape_pct").first().alias("baseline WAPE (%)"),
+        pl.col("backtest_mape_pct").first().alias("MAPE (%)"),
+        pl.col("exceeds_supply_day").first().dt.date().alias("exceeds supply on"),
+        pl.col("exceeds_supply_earliest_day").first().dt.date().alias("as early as (80 %)"),
+        pl.col("exceeds_supply_latest_day").first().dt.date().alias("by (80 %)"),
+        pl.col("history_days").first().alias("history (days)"),
+    )
+
+
 def layout(ctx, f):
     data = ctx.data
     if not data.has("fleet_hourly"):
         return [note(NO_DATA, "no-data")]
     d = by_cluster(daily(data, f), "gpu_model")
     fc = by_cluster(forecast_rows(data, f), "gpu_model")
-    backtest = (
-        fc.filter(pl.col("kind") == "backtest")
-        .group_by("cluster", "gpu_model", maintain_order=True)
-        .agg(pl.col("backtest_mape_pct", "backtest_mae_gpus", "history_days").first())
-        if fc.height
-        else pl.DataFrame()
-    )
+    backtest = forecast_summary(fc)
     short = fc.filter(pl.col("kind") == "too_short") if fc.height else fc
     models = data.models()
     return [
@@ -125,9 +138,12 @@ def layout(ctx, f):
             "Demand forecast",
             graph("cap-forecast", figures.forecast(fc, "Daily demand: history, backtest and the next 28 days")),
             note(
-                "Holt-Winters exponential smoothing (additive damped trend, additive weekly season), fitted on "
-                "each model's daily mean demand; the backtest refits without the last 14 days and forecasts them. "
-                "MAPE: mean absolute percentage error of that backtest."
+                "Per model, five methods (the same weekday last week, exponential smoothing with a plain or damped "
+                "trend, Theta, MSTL) forecast the 14 days after each of three origins a week apart; the one with the "
+                "lowest MASE (mean absolute error over the same-weekday-last-week error) is chosen and shown beside "
+                "that baseline. WAPE: absolute errors over actual demand. Bands: 80 % and 95 % prediction intervals "
+                "from the chosen method's backtest errors. Exceeds supply: the first forecast day whose demand is "
+                "above the last day's GPUs, with the days the 80 % band's upper and lower bounds pass it."
             ),
             table("cap-backtest", backtest)
             if backtest.height

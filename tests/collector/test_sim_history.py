@@ -55,7 +55,7 @@ def test_the_default_history_gives_a_forecast(tmp_path):
     hourly = scan(lake, "gpu_hourly").collect()
     assert hourly.height == 4 * 29 * 24 and hourly["energy_wh"].null_count() == 0
     f = scan(lake, "demand_forecast").collect()
-    assert set(f["kind"]) == {"history", "backtest", "forecast"}
+    assert set(f["kind"]) == {"history", "backtest", "forecast", "candidate"}
     assert f.filter(pl.col("kind") == "forecast").height == 28  # HORIZON_DAYS ahead for the one model
 
 

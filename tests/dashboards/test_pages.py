@@ -69,7 +69,7 @@ def test_each_page_shows_the_figure_sql_gives(dash_duo, dash_lake):
     mape = sql(
         dash_lake, "SELECT backtest_mape_pct FROM demand_forecast WHERE kind = 'backtest' AND gpu_model = ?", [H100]
     )
-    cells = dash_duo.find_elements('#cap-backtest td[data-dash-column="backtest_mape_pct"]')
+    cells = dash_duo.find_elements('#cap-backtest td[data-dash-column="MAPE (%)"]')
     assert mape is not None and f"{mape:,.2f}" in [c.text for c in cells]
 
     open_page(dash_duo, "/tenants")
