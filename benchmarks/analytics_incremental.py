@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpuledger.schema import DERIVED_TABLES  # noqa: E402
 
 END, NEXT = "2026-11-30T00:00:00Z", "2026-11-30T01:00:00Z"
+# --day-closing: the hour that completes a UTC day, whose run refits the demand forecast (analytics/forecast.py)
+CLOSING_END, CLOSING_NEXT = "2026-11-29T23:00:00Z", "2026-11-30T00:00:00Z"
 JOB_TABLES = ("gpu_allocations", "job_hourly", "cost_allocation", "cost_daily", "job_stats", "queue_depth")
 JOB_TABLES += ("fleet_hourly",)
 
@@ -43,7 +45,13 @@ def main() -> None:
     ap.add_argument("--step-s", type=int, default=3600)
     ap.add_argument("--check", action="store_true", help="compare with a run from scratch (on with --tiny)")
     ap.add_argument("--tiny", action="store_true", help="2 nodes x 2 GPUs, 1 and 2 days: checks it runs")
+    ap.add_argument(
+        "--day-closing",
+        action="store_true",
+        help="time the run of the hour that completes a UTC day (it refits the demand forecast) [the hour after]",
+    )
     a = ap.parse_args()
+    end, nxt = (CLOSING_END, CLOSING_NEXT) if a.day_closing else (END, NEXT)
     if a.tiny:
         a.days, a.nodes, a.gpus_per_node, a.check = "1,2", 2, 2, True
     tmp = Path(tempfile.mkdtemp(prefix="gl-incremental-"))
@@ -51,10 +59,11 @@ def main() -> None:
     try:
         for days in (float(d) for d in a.days.split(",")):
             lake = tmp / f"lake-{days:g}"
-            sim(lake, a, days, END)
-            first_s, first_rss, _ = gl("analyze", "--lake", str(lake), "--to", END)
-            sim(lake, a, 1 / 24, NEXT)
-            inc_s, inc_rss, _ = gl("analyze", "--lake", str(lake), "--to", NEXT)
+            sim(lake, a, days, end)
+            first_s, first_rss, _ = gl("analyze", "--lake", str(lake), "--to", end)
+            sim(lake, a, 1 / 24, nxt)
+            inc_s, inc_rss, out = gl("analyze", "--lake", str(lake), "--to", nxt)
+            refit = any(line.startswith("demand_forecast:") and " 0 rows" not in line for line in out.splitlines())
             same = None
             if a.check:
                 scratch = tmp / f"scratch-{days:g}"
@@ -62,22 +71,23 @@ def main() -> None:
                 for t in DERIVED_TABLES:
                     shutil.rmtree(scratch / t.name, ignore_errors=True)
                 shutil.rmtree(scratch / "_state" / "analytics", ignore_errors=True)
-                gl("analyze", "--lake", str(scratch), "--to", NEXT)
+                gl("analyze", "--lake", str(scratch), "--to", nxt)
                 same = differing_rows(lake, scratch, JOB_TABLES)
-            rows.append((days, first_s, first_rss, inc_s, inc_rss, same))
+            rows.append((days, first_s, first_rss, inc_s, inc_rss, same, refit))
             shutil.rmtree(lake, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     gpus = a.nodes * a.gpus_per_node
-    print(f"analytics run after one new hour, {gpus:,} GPUs at {a.step_s} s (whole processes, start-up included)")
-    print("  history   first run           run after one new hour   rows differing from a run from scratch")
-    for days, first_s, first_rss, inc_s, inc_rss, same in rows:
+    which = "the hour that closes a UTC day" if a.day_closing else "one new hour"
+    print(f"analytics run after {which}, {gpus:,} GPUs at {a.step_s} s (whole processes, start-up included)")
+    print("  history   first run           timed run                rows differing from a run from scratch")
+    for days, first_s, first_rss, inc_s, inc_rss, same, refit in rows:
         check = "not checked" if same is None else f"{same:,}"
         print(
             f"  {days:5g} d   {first_s:6.1f} s {first_rss / 1e9:5.2f} GB   {inc_s:6.1f} s {inc_rss / 1e9:5.2f} GB"
-            f"        {check}"
+            f"        {check}{'   (forecast refitted)' if refit else ''}"
         )
-    base, last = rows[0], rows[-1]
+    base, last = rows[0], rows[-1]  # (days, first_s, first_rss, inc_s, inc_rss, ...)
     print(f"  baseline: the {base[0]:g}-day lake's run after one new hour, {base[3]:.1f} s")
     print(f"  ratio, {last[0]:g} days to {base[0]:g}: {last[3] / base[3]:.2f}x time, {last[4] / base[4]:.2f}x RSS")
 
