@@ -62,8 +62,7 @@ def main() -> None:
             sim(lake, a, days, end)
             first_s, first_rss, _ = gl("analyze", "--lake", str(lake), "--to", end)
             sim(lake, a, 1 / 24, nxt)
-            inc_s, inc_rss, out = gl("analyze", "--lake", str(lake), "--to", nxt)
-            refit = any(line.startswith("demand_forecast:") and " 0 rows" not in line for line in out.splitlines())
+            inc_s, inc_rss, _ = gl("analyze", "--lake", str(lake), "--to", nxt)
             same = None
             if a.check:
                 scratch = tmp / f"scratch-{days:g}"
@@ -73,7 +72,7 @@ def main() -> None:
                 shutil.rmtree(scratch / "_state" / "analytics", ignore_errors=True)
                 gl("analyze", "--lake", str(scratch), "--to", nxt)
                 same = differing_rows(lake, scratch, JOB_TABLES)
-            rows.append((days, first_s, first_rss, inc_s, inc_rss, same, refit))
+            rows.append((days, first_s, first_rss, inc_s, inc_rss, same))
             shutil.rmtree(lake, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -81,11 +80,11 @@ def main() -> None:
     which = "the hour that closes a UTC day" if a.day_closing else "one new hour"
     print(f"analytics run after {which}, {gpus:,} GPUs at {a.step_s} s (whole processes, start-up included)")
     print("  history   first run           timed run                rows differing from a run from scratch")
-    for days, first_s, first_rss, inc_s, inc_rss, same, refit in rows:
+    for days, first_s, first_rss, inc_s, inc_rss, same in rows:
         check = "not checked" if same is None else f"{same:,}"
         print(
             f"  {days:5g} d   {first_s:6.1f} s {first_rss / 1e9:5.2f} GB   {inc_s:6.1f} s {inc_rss / 1e9:5.2f} GB"
-            f"        {check}{'   (forecast refitted)' if refit else ''}"
+            f"        {check}"
         )
     base, last = rows[0], rows[-1]  # (days, first_s, first_rss, inc_s, inc_rss, ...)
     print(f"  baseline: the {base[0]:g}-day lake's run after one new hour, {base[3]:.1f} s")
