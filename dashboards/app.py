@@ -11,6 +11,7 @@ from it, so a view can be bookmarked or sent. Read-only: no callback writes to t
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,25 +43,33 @@ def create_app(
     whatif: Callable | None = None,
     auth: tuple[str, str] | None = None,
     variables: dict[str, str] | None = None,
+    refresh_s: float = 0.0,
 ) -> Dash:
+    """`refresh_s`: an open page redraws itself this often from the latest snapshot (0: never; [dashboard]
+    refresh_s); a page with `HEAVY = True` (controls of its own, which a redraw would reset) only when asked."""
     context = Context(DashData(lake, variables), whatif)
     app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
-    app.layout = lambda: _shell(context)  # a function: the model and tenant lists are read on each page load
+    app.layout = lambda: _shell(context, refresh_s)  # a function: the model and tenant lists are read on each load
     by_path = {p.PATH: p for p in PAGES}
 
     @app.callback(
         Output("page", "children"),
         Output("nav", "children"),
+        Output("freshness", "children"),
         Input("url", "pathname"),
         Input("url", "search"),
+        Input("refresh", "n_intervals"),
     )
-    def render(pathname, search):
+    def render(pathname, search, _ticks):
         page = by_path.get(pathname or "/")
+        if ctx.triggered_id == "refresh" and (page is None or getattr(page, "HEAVY", False)):
+            return dash.no_update, dash.no_update, dash.no_update
         f, bad = flt.parse(search, context.data.bounds())
         nav = [dcc.Link(p.NAME, href=p.PATH + f.search(), className="active" if p is page else "") for p in PAGES]
+        fresh = freshness_text(*context.data.freshness(), dt.datetime.now(dt.timezone.utc))
         if page is None:
-            return html.Div([html.H2("Not found"), html.P(f"No page at {pathname}.")]), nav
-        return html.Div([html.H2(page.NAME), problems(bad), *page.layout(context, f)]), nav
+            return html.Div([html.H2("Not found"), html.P(f"No page at {pathname}.")]), nav, fresh
+        return html.Div([html.H2(page.NAME), problems(bad), *page.layout(context, f)]), nav, fresh
 
     @app.callback(
         Output("url", "search"),
@@ -95,12 +104,30 @@ def create_app(
     return app
 
 
-def _shell(context: Context) -> html.Div:
+def freshness_text(data_to: dt.datetime | None, ran_at: dt.datetime | None, now: dt.datetime) -> str:
+    """The line under the header: how recent the figures are, and when the page was drawn (all UTC)."""
+
+    def ago(t: dt.datetime) -> str:
+        minutes = max(0, int((now - t).total_seconds() // 60))
+        return "just now" if minutes == 0 else f"{minutes:,} min ago" if minutes < 120 else f"{minutes // 60:,} h ago"
+
+    parts = [
+        "no analytics output yet" if data_to is None else f"figures to {data_to:%Y-%m-%d %H:%M} UTC",
+        *([] if ran_at is None else [f"analytics ran {ran_at:%Y-%m-%d %H:%M} UTC ({ago(ran_at)})"]),
+        f"page drawn {now:%H:%M:%S} UTC",
+    ]
+    return " · ".join(parts)
+
+
+def _shell(context: Context, refresh_s: float = 0.0) -> html.Div:
     bounds = context.data.bounds()
     return html.Div(
         [
             dcc.Location(id="url", refresh=False),
+            # Disabled at 0: no timer in the browser at all (dcc.Interval's interval is in milliseconds).
+            dcc.Interval(id="refresh", interval=max(refresh_s, 1.0) * 1000, disabled=refresh_s <= 0),
             html.Header([html.Strong("gpuledger"), html.Nav(id="nav", style={"display": "flex", "gap": "16px"})]),
+            html.P(id="freshness", className="note"),
             html.Div(
                 [
                     html.Label("Range (UTC days)"),

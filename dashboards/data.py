@@ -200,6 +200,15 @@ class DashData:
         self._fresh()
         return self._bounds
 
+    def freshness(self) -> tuple[dt.datetime | None, dt.datetime | None]:
+        """(the end of the last hour the fleet's figures cover, when the analytics last ran), from the snapshot:
+        fleet_hourly's last hour, and the run time every run stamps on the tenants table (None before any)."""
+        if not self.has("fleet_hourly"):
+            return None, None
+        last = self.frame("SELECT max(hour) AS h FROM fleet_hourly")["h"][0]
+        ran = self.frame("SELECT max(computed_at) AS t FROM tenants")["t"][0] if self.has("tenants") else None
+        return (None if last is None else last + dt.timedelta(hours=1)), ran
+
     def models(self) -> list[str]:
         return self.frame("SELECT DISTINCT gpu_model FROM fleet_hourly ORDER BY 1")["gpu_model"].to_list()
 

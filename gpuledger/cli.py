@@ -625,7 +625,13 @@ def _dashboard_app(ctx: Ctx):
     from gpuledger.focus_export import finops_variables
 
     auth = config_mod.dashboard_auth(ctx.cfg)
-    return create_app(ctx.lake, whatif=for_dashboard, auth=auth, variables=finops_variables(ctx.cfg))
+    return create_app(
+        ctx.lake,
+        whatif=for_dashboard,
+        auth=auth,
+        variables=finops_variables(ctx.cfg),
+        refresh_s=ctx.cfg.dashboard.refresh_s,
+    )
 
 
 def _dashboard_server(ctx: Ctx, host: str, port: int):

@@ -309,6 +309,13 @@ class DashboardConfig:
     auth_password_env: str = key(
         "", "name of the environment variable holding the password (never the password)", shown="off"
     )
+    refresh_s: float = key(
+        300.0,
+        "how often an open page redraws itself from the latest analytics (0: never); a page with controls of its "
+        "own (capacity, with the what-if) is redrawn only when asked",
+        unit="s",
+        ge=0,
+    )
 
 
 _MODE = "what a breach of the {} policy does: deny (enforce), admit with a warning (warn) or only record it (dry-run)"

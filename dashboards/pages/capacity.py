@@ -15,6 +15,7 @@ from gpuledger.dashboards.ui import NO_DATA, graph, note, section, table
 
 PATH = "/capacity"
 NAME = "Capacity"
+HEAVY = True  # the what-if's controls: a timed redraw would reset them (dashboards/app.py)
 WHATIF_DAYS = 7
 
 
