@@ -42,11 +42,16 @@ END = "2026-12-01T00:00:00Z"  # the end of the --tiny lake
 
 def render_body(path: str, search: str) -> dict:
     return {
-        "output": "..page.children...nav.children..",
-        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "output": "..page.children...nav.children...freshness.children..",
+        "outputs": [
+            {"id": "page", "property": "children"},
+            {"id": "nav", "property": "children"},
+            {"id": "freshness", "property": "children"},
+        ],
         "inputs": [
             {"id": "url", "property": "pathname", "value": path},
             {"id": "url", "property": "search", "value": search},
+            {"id": "refresh", "property": "n_intervals", "value": None},
         ],
         "changedPropIds": ["url.search"],
         "state": [],

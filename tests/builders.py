@@ -324,14 +324,19 @@ def stop_enforcer(p, sig: int | None = None, wait_s: float = 30) -> str:
 
 # -- dashboards ----------------------------------------------------------------------------------------------------
 def page_request(path: str, search: str = "") -> dict:
-    """The body a browser POSTs to /_dash-update-component to draw page `path` (the router's callback: the page and
-    the nav from the URL), for tests that render a page without a browser."""
+    """The body a browser POSTs to /_dash-update-component to draw page `path` (the router's callback: the page, the
+    nav and the freshness line from the URL), for tests that render a page without a browser."""
     return {
-        "output": "..page.children...nav.children..",
-        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "output": "..page.children...nav.children...freshness.children..",
+        "outputs": [
+            {"id": "page", "property": "children"},
+            {"id": "nav", "property": "children"},
+            {"id": "freshness", "property": "children"},
+        ],
         "inputs": [
             {"id": "url", "property": "pathname", "value": path},
             {"id": "url", "property": "search", "value": search},
+            {"id": "refresh", "property": "n_intervals", "value": None},
         ],
         "changedPropIds": ["url.pathname"],
         "state": [],

@@ -126,9 +126,17 @@ def post(app, output, outputs, inputs, changed, state=()):
 def render(app, path, search):
     return post(
         app,
-        "..page.children...nav.children..",
-        [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
-        [{"id": "url", "property": "pathname", "value": path}, {"id": "url", "property": "search", "value": search}],
+        "..page.children...nav.children...freshness.children..",
+        [
+            {"id": "page", "property": "children"},
+            {"id": "nav", "property": "children"},
+            {"id": "freshness", "property": "children"},
+        ],
+        [
+            {"id": "url", "property": "pathname", "value": path},
+            {"id": "url", "property": "search", "value": search},
+            {"id": "refresh", "property": "n_intervals", "value": None},
+        ],
         ["url.pathname"],
     )
 
