@@ -37,9 +37,9 @@ _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5
 
 def stage_day(
     lake: str, staging: Staging, day: dt.date, lo: dt.datetime, hi: dt.datetime, allocs: pl.DataFrame
-) -> dict[str, tuple[int, list]]:
+) -> dict[str, tuple[int, list] | pl.DataFrame]:
     """A task, run on a worker: telemetry_day's rows, staged. Returns per table its rows and the handles the client
-    publishes.
+    publishes, and under CLASHES the day's clash rows themselves.
 
     Raises ClusterError when this worker does not see the run's staging (Staging.stage): it does not see the
     client's lake, and would read no samples and publish empty days."""
@@ -47,7 +47,7 @@ def stage_day(
     writer = LakeWriter(lake)
     out = telemetry_day(lake, day, lo, hi, allocs)
     staged = {job: (out[job].height, writer.stage_partitions(staging, job, out[job], job)) for job in TELEMETRY}
-    return {**staged, CLASHES: (out[CLASHES].height, [out[CLASHES]])}  # a few rows: they travel with the result
+    return {**staged, CLASHES: out[CLASHES]}  # a few rows: they travel with the result
 
 
 def _read(lake: str, key: str) -> str | None:
@@ -137,7 +137,7 @@ class DaskEngine:
                 if failed:
                     raise ClusterError(self._failure(failed))
                 results = [f.result() for f in fs]
-                found.extend(r[CLASHES][1][0] for r in results)
+                found.extend(r[CLASHES] for r in results)
                 seconds = {"gpu_5min": time.perf_counter() - mark}
                 mark = time.perf_counter()
                 publish(results)

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
+from gpuledger import schema
 from gpuledger.analytics.sums import exact_mean
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def seasonal_naive(y: np.ndarray, steps: int, params: object = None) -> tuple[np
     return np.array([last[k % SEASON_DAYS] for k in range(steps)], dtype=float), None
 
 
-def _quiet(fit: Callable[[], tuple]) -> tuple:
+def _quiet(fit: Callable[[], object]):
     with warnings.catch_warnings():
         # statsmodels warns when its optimiser stops at the iteration limit or a series is short: the fit is still
         # the best it found, and the backtest scores it like any other.
@@ -87,7 +88,7 @@ def _ets_run(y: np.ndarray, steps: int, params: object, **spec) -> tuple[np.ndar
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
     model = ETSModel(y, error="add", trend="add", **spec)
-    res = _quiet(lambda: (model.fit(disp=False) if params is None else model.smooth(params),))[0]
+    res = _quiet(lambda: model.fit(disp=False) if params is None else model.smooth(params))
     return np.asarray(res.forecast(steps), dtype=float), res.params
 
 
@@ -103,7 +104,7 @@ def theta(y: np.ndarray, steps: int, params: object = None) -> tuple[np.ndarray,
 
     # Additive deseasonalising: demand can be zero, which a multiplicative season cannot divide. Fitted each time
     # (0.05 s: its parameters are a drift and a smoothing weight, estimated in closed form).
-    res = _quiet(lambda: (ThetaModel(y, period=SEASON_DAYS, method="additive").fit(),))[0]
+    res = _quiet(lambda: ThetaModel(y, period=SEASON_DAYS, method="additive").fit())
     return np.asarray(res.forecast(steps), dtype=float), None
 
 
@@ -113,7 +114,7 @@ def mstl_ets(y: np.ndarray, steps: int, params: object = None) -> tuple[np.ndarr
 
     if len(y) <= 2 * SEASON_DAYS:  # MSTL drops a season it cannot see twice, and then has nothing to fit
         raise ValueError(f"MSTL needs more than {2 * SEASON_DAYS} days, has {len(y)}")
-    seasonal = np.asarray(_quiet(lambda: (MSTL(y, periods=(SEASON_DAYS,)).fit(),))[0].seasonal)
+    seasonal = np.asarray(_quiet(lambda: MSTL(y, periods=(SEASON_DAYS,)).fit()).seasonal)
     ahead, params = _ets_run(y - seasonal, steps, params, damped_trend=True)
     return ahead + np.array([seasonal[-SEASON_DAYS:][k % SEASON_DAYS] for k in range(steps)]), params
 
@@ -274,10 +275,5 @@ def _fill_days(g: pl.DataFrame) -> pl.DataFrame:
     return full.join(g, on="day", how="left").with_columns(pl.col("demand_gpus", "supply_gpus").fill_null(0.0))
 
 
-def _schema() -> pl.Schema:
-    from gpuledger import schema
-
-    return pl.Schema({c: d for c, d in schema.table("demand_forecast").polars_schema.items() if c not in ("date",)})
-
-
-_SCHEMA = _schema()
+# The table's columns but its partition (added when written).
+_SCHEMA = pl.Schema({c: d for c, d in schema.table("demand_forecast").polars_schema.items() if c != "date"})
