@@ -18,7 +18,11 @@ EARLIEST = dt.date(1970, 1, 1)  # the lake's times are Unix times: nothing is ol
 # clusters, and every filter narrows to the chosen one too: bind Filters.model_args, tenant_args or both_args.
 CLUSTER_SQL = "(CAST(? AS VARCHAR) IS NULL OR cluster = ?)"
 MODEL_SQL = f"{CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"  # binds f.model_args
-TENANT_SQL = f"{CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?)"  # binds f.tenant_args
+# The viewer's tenants (dashboards/access.py): a signed-in tenant user's rows only, whatever the URL asks; a null
+# list (an admin, or no sign-in configured) matches every row. Every query of a table with a tenant column binds it,
+# through TENANT_SQL or BOTH_SQL, so no page, CSV export or callback can return another tenant's rows.
+SCOPE_SQL = "(CAST(? AS VARCHAR[]) IS NULL OR list_contains(CAST(? AS VARCHAR[]), tenant))"  # binds f.scope_args
+TENANT_SQL = f"{CLUSTER_SQL} AND {SCOPE_SQL} AND (CAST(? AS VARCHAR) IS NULL OR tenant = ?)"  # binds f.tenant_args
 BOTH_SQL = f"{TENANT_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"  # binds f.both_args
 KEYS = ("start", "end", "tenant", "model", "cluster")
 
@@ -30,6 +34,8 @@ class Filters:
     tenant: str | None = None
     model: str | None = None
     cluster: str | None = None  # None: every cluster of the lake
+    # The tenants the viewer may see (None: all). Not from the URL: from who asks (dashboards/access.py).
+    scope: tuple[str, ...] | None = None
 
     @property
     def cluster_args(self) -> list:
@@ -41,9 +47,15 @@ class Filters:
         return [*self.cluster_args, self.model, self.model]
 
     @property
+    def scope_args(self) -> list:
+        """The parameters of SCOPE_SQL."""
+        scope = None if self.scope is None else list(self.scope)
+        return [scope, scope]
+
+    @property
     def tenant_args(self) -> list:
         """The parameters of TENANT_SQL."""
-        return [*self.cluster_args, self.tenant, self.tenant]
+        return [*self.cluster_args, *self.scope_args, self.tenant, self.tenant]
 
     @property
     def both_args(self) -> list:
@@ -76,9 +88,13 @@ def search(
 
 
 def parse(
-    search: str | None, bounds: tuple[dt.date, dt.date] | None, today: dt.date | None = None
+    search: str | None,
+    bounds: tuple[dt.date, dt.date] | None,
+    today: dt.date | None = None,
+    scope: tuple[str, ...] | None = None,
 ) -> tuple[Filters, list[str]]:
-    """The filters in a URL query, each date clamped into `window(bounds, today)`; `problems` names every change."""
+    """The filters in a URL query, each date clamped into `window(bounds, today)`; `problems` names every change.
+    `scope`: the viewer's tenants (None: all); a tenant outside it is dropped from the filters, and said."""
     args = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?")).items()}
     lo, hi = window(bounds, today)
     problems = []
@@ -90,8 +106,12 @@ def parse(
     unknown = sorted(set(args) - set(KEYS))
     if unknown:
         problems.append(f"unknown URL parameter(s) ignored: {', '.join(unknown)}")
-    values = (args.get(k) or None for k in ("tenant", "model", "cluster"))
-    return Filters(start, end, *values), problems
+    tenant, model, cluster = (args.get(k) or None for k in ("tenant", "model", "cluster"))
+    if tenant is not None and scope is not None and tenant not in scope:
+        # Say no more than that: whether such a tenant exists is itself another tenant's data.
+        problems.append(f"tenant {tenant!r} is not one of yours: showing your tenants")
+        tenant = None
+    return Filters(start, end, tenant, model, cluster, scope), problems
 
 
 def window(bounds: tuple[dt.date, dt.date] | None, today: dt.date | None = None) -> tuple[dt.date, dt.date]:
