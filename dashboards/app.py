@@ -10,9 +10,8 @@ from it, so a view can be bookmarked or sent. Read-only: no callback writes to t
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import datetime as dt
-import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,13 +19,14 @@ import dash
 import flask
 from dash import Dash, Input, Output, ctx, dcc, html
 
+from gpuledger.dashboards import access
 from gpuledger.dashboards import filters as flt
+from gpuledger.dashboards.access import HEALTH_PATH, Access
 from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
 from gpuledger.dashboards.ui import problems
 from gpuledger.store import LakeRef
 
-HEALTH_PATH = "/healthz"  # open to Kubernetes' probes (deploy/base/dashboard.yaml); every other route needs the login
 PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
 
 
@@ -42,11 +42,14 @@ def create_app(
     *,
     whatif: Callable | None = None,
     auth: tuple[str, str] | None = None,
+    access_cfg: Access | None = None,
     variables: dict[str, str] | None = None,
     refresh_s: float = 0.0,
 ) -> Dash:
-    """`refresh_s`: an open page redraws itself this often from the latest snapshot (0: never; [dashboard]
-    refresh_s); a page with `HEAVY = True` (controls of its own, which a redraw would reset) only when asked."""
+    """`auth`: basic auth's (user, password); `access_cfg`: who sees what (dashboards/access.py; its `basic` is
+    `auth` when given). `refresh_s`: an open page redraws itself this often from the latest snapshot (0: never;
+    [dashboard] refresh_s); a page with `HEAVY = True` (controls of its own, which a redraw would reset) only when
+    asked."""
     context = Context(DashData(lake, variables), whatif)
     app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
     app.layout = lambda: _shell(context, refresh_s)  # a function: the model and tenant lists are read on each load
@@ -64,7 +67,7 @@ def create_app(
         page = by_path.get(pathname or "/")
         if ctx.triggered_id == "refresh" and (page is None or getattr(page, "HEAVY", False)):
             return dash.no_update, dash.no_update, dash.no_update
-        f, bad = flt.parse(search, context.data.bounds())
+        f, bad = flt.parse(search, context.data.bounds(), scope=access.scope())
         nav = [dcc.Link(p.NAME, href=p.PATH + f.search(), className="active" if p is page else "") for p in PAGES]
         fresh = freshness_text(*context.data.freshness(), dt.datetime.now(dt.timezone.utc))
         if page is None:
@@ -88,7 +91,7 @@ def create_app(
     def sync(search, start, end, tenant, model, cluster):
         """URL -> filter controls on load and history moves; controls -> URL when a user changes one."""
         if ctx.triggered_id in (None, "url"):
-            f, _ = flt.parse(search, context.data.bounds())
+            f, _ = flt.parse(search, context.data.bounds(), scope=access.scope())
             return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model, f.cluster
         new = flt.search((start or "")[:10], (end or "")[:10], tenant, model, cluster)
         return (new if new != search else dash.no_update), *([dash.no_update] * 5)
@@ -98,8 +101,11 @@ def create_app(
             p.register(app, context)
     # The probes' endpoint: it says the server answers and nothing else, so it needs no password.
     app.server.add_url_rule(HEALTH_PATH, "healthz", lambda: flask.Response("ok\n", 200, mimetype="text/plain"))
+    rules = access_cfg or Access()
     if auth:
-        _basic_auth(app.server, *auth)
+        rules = dataclasses.replace(rules, basic=auth)
+    if rules.basic or rules.trusted_proxies:
+        access.guard(app.server, rules)
     app.server.config["GPULEDGER_CONTEXT"] = context
     return app
 
@@ -121,12 +127,29 @@ def freshness_text(data_to: dt.datetime | None, ran_at: dt.datetime | None, now:
 
 def _shell(context: Context, refresh_s: float = 0.0) -> html.Div:
     bounds = context.data.bounds()
+    who = access.viewer()
+    tenants = context.data.tenants()
+    if who.tenants is not None:  # the tenant list is itself data: a tenant user is offered only their own
+        tenants = [t for t in tenants if t in who.tenants]
+    signed_in = (
+        []
+        if who.how == "open"
+        else [
+            html.Span(
+                f"{who.user} · " + ("all tenants" if who.admin else ", ".join(who.tenants)),
+                id="viewer",
+                className="note",
+            )
+        ]
+    )
     return html.Div(
         [
             dcc.Location(id="url", refresh=False),
             # Disabled at 0: no timer in the browser at all (dcc.Interval's interval is in milliseconds).
             dcc.Interval(id="refresh", interval=max(refresh_s, 1.0) * 1000, disabled=refresh_s <= 0),
-            html.Header([html.Strong("gpuledger"), html.Nav(id="nav", style={"display": "flex", "gap": "16px"})]),
+            html.Header(
+                [html.Strong("gpuledger"), html.Nav(id="nav", style={"display": "flex", "gap": "16px"}), *signed_in]
+            ),
             html.P(id="freshness", className="note"),
             html.Div(
                 [
@@ -140,7 +163,7 @@ def _shell(context: Context, refresh_s: float = 0.0) -> html.Div:
                     html.Label("Tenant"),
                     dcc.Dropdown(
                         id="f-tenant",
-                        options=context.data.tenants(),
+                        options=tenants,
                         placeholder="all tenants",
                         style={"width": "200px"},
                     ),
@@ -161,34 +184,3 @@ def _shell(context: Context, refresh_s: float = 0.0) -> html.Div:
             html.Main(dcc.Loading(html.Div(id="page"), delay_show=300)),
         ]
     )
-
-
-def _basic_auth(server: flask.Flask, user: str, password: str) -> None:
-    """HTTP basic auth on every route (the page, its callbacks and assets): optional, from the config."""
-    expected = f"{user}:{password}".encode()  # RFC 7617: user-pass as UTF-8
-
-    @server.before_request
-    def _check():
-        if flask.request.path == HEALTH_PATH:
-            return None
-        given = basic_credentials(flask.request.headers.get("Authorization") or "")
-        if given is None or not hmac.compare_digest(given, expected):
-            return flask.Response("gpuledger: sign in", 401, {"WWW-Authenticate": 'Basic realm="gpuledger"'})
-        return None
-
-
-def basic_credentials(header: str) -> bytes | None:
-    """The decoded `user:password` of a Basic Authorization header, or None for any other header.
-
-    The scheme is matched case-insensitively (RFC 7235 section 2.1: `basic` and `BASIC` are the same scheme), and
-    only it: no scheme, another scheme, base64 with characters outside its alphabet or a token without a colon
-    is refused. (Werkzeug's parser would read a missing colon as an empty password.)
-    """
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(token.strip(), validate=True)
-    except ValueError:  # binascii.Error (not base64) and non-ASCII text are both ValueErrors
-        return None
-    return decoded if b":" in decoded else None

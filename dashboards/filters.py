@@ -108,8 +108,9 @@ def parse(
         problems.append(f"unknown URL parameter(s) ignored: {', '.join(unknown)}")
     tenant, model, cluster = (args.get(k) or None for k in ("tenant", "model", "cluster"))
     if tenant is not None and scope is not None and tenant not in scope:
-        # Say no more than that: whether such a tenant exists is itself another tenant's data.
-        problems.append(f"tenant {tenant!r} is not one of yours: showing your tenants")
+        # Say no more than that (whether such a tenant exists is another tenant's data), and do not echo the name,
+        # so nothing on the page names a tenant outside the viewer's.
+        problems.append(f"the URL's tenant is not one of yours ({', '.join(scope) or 'none'}): showing yours")
         tenant = None
     return Filters(start, end, tenant, model, cluster, scope), problems
 

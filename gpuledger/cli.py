@@ -621,14 +621,24 @@ def views(ctx: Ctx, out) -> None:
 # -- dashboard -----------------------------------------------------------------------------------------
 def _dashboard_app(ctx: Ctx):
     from gpuledger.analytics.whatif import for_dashboard
+    from gpuledger.dashboards.access import Access
     from gpuledger.dashboards.app import create_app
     from gpuledger.focus_export import finops_variables
 
-    auth = config_mod.dashboard_auth(ctx.cfg)
+    db = ctx.cfg.dashboard
+    rules = Access(
+        basic=config_mod.dashboard_auth(ctx.cfg),
+        trusted_proxies=db.trusted_proxies,
+        user_header=db.user_header,
+        groups_header=db.groups_header,
+        groups_separator=db.groups_separator,
+        admin_groups=db.admin_groups,
+        tenant_groups=db.tenant_groups,
+    )
     return create_app(
         ctx.lake,
         whatif=for_dashboard,
-        auth=auth,
+        access_cfg=rules,
         variables=finops_variables(ctx.cfg),
         refresh_s=ctx.cfg.dashboard.refresh_s,
     )

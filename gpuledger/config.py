@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import ipaddress
 import os
 import re
 import socket
@@ -80,6 +81,22 @@ def _source(v: str) -> str | None:
 
 
 NOT_EMPTY = Check("not empty", must(lambda v: v.strip() != "", "must not be empty"))
+
+
+def _network(v: str) -> str | None:
+    try:
+        ipaddress.ip_network(v.strip(), strict=False)
+    except ValueError:
+        return f"expected an IP address or CIDR range (10.0.0.0/8, ::1), got {v!r}"
+    return None
+
+
+NETWORK = Check("an IP address or CIDR range", _network)
+# An HTTP field name (RFC 9110 section 5.1: a token)
+HEADER = Check(
+    "an HTTP header name",
+    must(lambda v: re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", v) is not None, "expected an HTTP header name"),
+)
 URL = Check("an http(s) URL", lambda v: None if _url(v) else f"expected an http(s) URL, got {v!r}")
 URL_OR_EMPTY = Check("an http(s) URL or empty", lambda v: None if v == "" or _url(v) else URL.problem(v))
 LABEL_KEY = Check(
@@ -309,6 +326,28 @@ class DashboardConfig:
     auth_password_env: str = key(
         "", "name of the environment variable holding the password (never the password)", shown="off"
     )
+    trusted_proxies: tuple[str, ...] = key(
+        (),
+        "addresses or CIDR ranges of the sign-in proxy (oauth2-proxy and similar) whose user and group headers are "
+        "believed; the same headers from any other address are ignored and logged. Empty: no proxy sign-in",
+        check=NETWORK,
+        shown="none",
+    )
+    user_header: str = key("X-Forwarded-User", "the trusted proxy's header naming the signed-in user", check=HEADER)
+    groups_header: str = key(
+        "X-Forwarded-Groups", "the trusted proxy's header listing the user's groups, comma-separated", check=HEADER
+    )
+    groups_separator: str = key(
+        ",", "what separates groups in that header (oauth2-proxy: a comma; authentik: |)", check=NOT_EMPTY
+    )
+    admin_groups: tuple[str, ...] = key((), "groups whose members see every tenant", check=NOT_EMPTY, shown="none")
+    tenant_groups: dict[str, tuple[str, ...]] = key(
+        factory=dict,
+        doc='group -> the tenants its members see ([dashboard.tenant_groups] "team-vision" = ["vision"]); a user '
+        "in no mapped group sees no tenant",
+        check=NOT_EMPTY,
+        shown="none",
+    )
     refresh_s: float = key(
         300.0,
         "how often an open page redraws itself from the latest analytics (0: never); a page with controls of its "
@@ -490,6 +529,16 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         c.bad("analytics.platform_tenant", f"no tenant named {an.platform_tenant!r}")
     if bool(cfg.dashboard.auth_user) != bool(cfg.dashboard.auth_password_env):
         c.bad("dashboard.auth_user", "set both auth_user and auth_password_env, or neither")
+    names = {t.name for t in cfg.tenants}
+    for group, mapped in cfg.dashboard.tenant_groups.items():
+        unknown = sorted(set(mapped) - names)
+        if unknown:  # a typo would show that group nothing, silently
+            c.bad(f"dashboard.tenant_groups.{group}", f"no tenant named {', '.join(map(repr, unknown))}")
+    if (cfg.dashboard.tenant_groups or cfg.dashboard.admin_groups) and not cfg.dashboard.trusted_proxies:
+        c.bad(
+            "dashboard.tenant_groups",
+            "groups come from a sign-in proxy's headers: set dashboard.trusted_proxies to its address",
+        )
     if c.problems:
         raise ConfigError(source_file, c.problems)
     return cfg

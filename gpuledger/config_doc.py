@@ -23,7 +23,10 @@ END = "<!-- end of the config table -->"
 
 def _type(k: Key, tp: Any) -> str:
     container, item = _shape(tp)
+    inner, item = _shape(item) if container == "table" else ("", item)  # a table of lists
     base = kind_name(item).removeprefix("an ").removeprefix("a ").removesuffix(" (string)")
+    if inner:
+        base = f"{inner} of {base}s"
     if k.choices:
         base = "one of " + ", ".join(f"`{c}`" for c in k.choices)
     elif container:

@@ -3,7 +3,7 @@
 `key(default, doc, gt=0, unit="s", ...)` makes a dataclass field whose metadata is a `Key`: its bounds, choices,
 item check, unit, one-line doc. The type is the field's annotation: str, int, float (an int is taken and made a
 float), `int | float` (either, kept as given), Path, dt.datetime (a TOML date or offset date-time, made UTC), a
-tuple of one of them (a TOML list) or a dict of one (a TOML table), each optionally `| None`.
+tuple of one of them (a TOML list) or a dict of one or of such tuples (a TOML table), each optionally `| None`.
 `Walker.values(table, path, cls)` checks and converts every key a class declares, recording `path: problem` for
 each mistake instead of stopping; gpuledger/config.py declares gpuledger's keys with it and gpuledger/config_doc.py
 renders the README's table from the same declarations.
@@ -174,7 +174,8 @@ class Walker:
             return _BAD if _BAD in got else tuple(got)
         if not isinstance(v, dict):
             return self._wrong(path, "a table", v)
-        got = {name: self._item(f"{path}.{name}", x, k, item) for name, x in v.items()}
+        # A table's values are items, or lists of items ([dashboard.tenant_groups] team = ["vision", "speech"]).
+        got = {name: self.value(f"{path}.{name}", x, k, item) for name, x in v.items()}
         return _BAD if _BAD in got.values() else got
 
     def _wrong(self, path: str, expected: str, v: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.dashboards import figures
-from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, TENANT_SQL, by_cluster
+from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL, by_cluster
 from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
 
 PATH = "/tenants"
@@ -118,9 +118,9 @@ def layout(ctx, f):
     if f.tenant:
         jobs = data.frame(
             "SELECT cluster, job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, "
-            f"cost_usd FROM job_stats WHERE tenant = ? AND date BETWEEN ? AND ? AND {CLUSTER_SQL} "
+            f"cost_usd FROM job_stats WHERE date BETWEEN ? AND ? AND {TENANT_SQL} "
             "ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
-            [f.tenant, f.start, f.end, *f.cluster_args],
+            [f.start, f.end, *f.tenant_args],
             lake=True,
         )
         out.append(section(f"Jobs of {f.tenant} submitted in the range (top 500 by cost)", table("ten-jobs", jobs)))
