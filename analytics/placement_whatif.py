@@ -19,9 +19,10 @@ Inputs (`Inputs`, read from the lake by `read_inputs`):
 The replay (the artifact's method): pods placed one by one on an empty fleet, no departures, until arrived GPU
 demand reaches ARRIVAL_CAP x capacity (later pods would only meet a full fleet). Per policy and GPU model:
 - At the measured load, the comparison point: the measured rows' mean allocated GPUs over the period (`load_gpus`,
-  gpus - free_gpus of each hour, averaged). The replay is read after the first pods whose demand reaches that load
-  (with a cluster-wide M, the models' loads summed): free_gpus, fragmented_gpus (F(M) of the replayed node state,
-  in GPUs) and frag_pct (fragmented over free, %).
+  gpus - free_gpus of each hour, averaged). The replay is read after the pods that leave its allocated GPUs
+  closest to that load (with a cluster-wide M, the models' loads summed; `load_gpus` of a policy's row is the
+  replay's own, which whole pods can leave a little off): free_gpus, fragmented_gpus (F(M) of the replayed node
+  state, in GPUs) and frag_pct (fragmented over free, %).
 - At capacity, the artifact's headline (its "100% arrived"): after the first pods whose demand reaches the
   model's (or the cluster's) GPUs: arrived_gpus, allocated_gpus, placed_pct (allocated over arrived, %) and
   pods_unplaced (pods that found no node). If the period's demand never reaches it, at its last pod.
@@ -29,13 +30,14 @@ demand reaches ARRIVAL_CAP x capacity (later pods would only meet a full fleet).
 
 "Freed" (per model; the fleet row sums the models):
     freed_gpus      = measured mean fragmented GPUs - the policy's fragmented GPUs at the same load
-    freed_gpu_hours = freed_gpus x hours in the period
-    freed_usd       = freed_gpus x sum over the period's charge periods of (hours x the model's rate)
+    freed_gpu_hours = freed_gpus x the model's measured hours in the period (the hours its fragmentation rows cover)
+    freed_usd       = freed_gpus x the sum, over those hours, of the model's rate per GPU-hour
 i.e. free capacity that the typical jobs could not use under today's placement but could under the policy, held
-for the whole period and priced like any GPU-hour of that model (analytics/cost_allocation.charge_periods: the rate
-card's rule and effective dates). Negative when the policy fragments more than was measured. A model with no rate
-has null freed_usd and is named in `unpriced`. It is an estimate: the replay places the same jobs without
-departures, so it shows what the policy's packing leaves at that load, not an hour-by-hour rerun of the period.
+for every measured hour and priced like any GPU-hour of that model (analytics/cost_allocation.charge_periods: the
+rate card's matching rule and effective dates; an hour takes the rate in effect at its start). Negative when the
+policy fragments more than was measured. A model with no rate has null freed_usd and is named in `unpriced`. It is
+an estimate: the replay places the same jobs without departures, so it shows what the policy's packing leaves at
+that load, not an hour-by-hour rerun of the period.
 
 Frames in, frames out; `read_inputs` is the only function that reads (through gpuledger.lake.scan: either store).
 """
@@ -122,6 +124,18 @@ def period(first: dt.date, last: dt.date) -> tuple[dt.datetime, dt.datetime]:
     return start, dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
 
 
+def last_measured_day(lake, cluster: str) -> dt.date:
+    """The last UTC day of the cluster's measured fragmentation (the default period ends there)."""
+    from gpuledger.lake import scan
+
+    last = scan(lake, "fragmentation").filter(pl.col("cluster") == cluster).select(pl.col("ts").max()).collect().item()
+    if last is None:
+        raise UsageError(
+            f"no measured fragmentation for cluster {cluster!r} in the lake: run `gpuledger analyze` first"
+        )
+    return last.date()
+
+
 def read_inputs(lake, cluster: str, start: dt.datetime, end: dt.datetime, model: str | None = None) -> Inputs:
     """The Inputs of `cluster` over [start, end) from the lake (either store); `model`: that GPU model only."""
     from gpuledger.analytics.jobs import latest
@@ -204,6 +218,13 @@ def _first_reaching(cum: np.ndarray, target: float) -> int:
     return min(int(np.searchsorted(cum, target, side="left")) + 1, len(cum))
 
 
+def _closest(allocated: np.ndarray, target: float) -> int:
+    """How many pods (0 to all) leave allocated GPU milli closest to `target`; the fewest on a tie. Pods come whole
+    (a 4-GPU pod moves the load by 4), so the first to reach the target may overshoot it by more than the one
+    before falls short."""
+    return int(np.argmin(np.abs(np.concatenate([[0], allocated]) - target)))
+
+
 def _state_after(cluster: pl.DataFrame, pods: pl.DataFrame, log: pl.DataFrame, k: int) -> pl.DataFrame:
     """Node state (node_fragmentation's input) after the first k pods of a replay: its log says where each went."""
     placed = (
@@ -265,17 +286,23 @@ def _replay_group(
         pl.col("arrived_gpus", "allocated_gpus").fill_null(0.0), pl.col("pods_unplaced").fill_null(0)
     )
     if load_gpus is not None:
-        k = _first_reaching(cum, MILLI * load_gpus)
+        k = _closest(log["allocated_gpu_milli"].to_numpy(), MILLI * load_gpus)
         frag = node_fragmentation(_state_after(cluster, pods, log, k), task_types)
         at_load = frag.group_by(pl.col("model").alias("gpu_model")).agg(
             (pl.col("unallocated_milli").sum() / MILLI).alias("free_gpus"),
             (pl.col("frag_milli").sum() / MILLI).alias("fragmented_gpus"),
         )
-        arrived = pods.head(k).group_by("gpu_model").agg((pl.col("demand_milli").sum() / MILLI).alias("load_gpus"))
-        out = out.join(at_load, on="gpu_model", how="left").join(arrived, on="gpu_model", how="left")
+        placed = pods.head(k).filter(log.head(k)["node"].is_not_null())
+        held = placed.group_by("gpu_model").agg((pl.col("demand_milli").sum() / MILLI).alias("load_gpus"))
+        out = out.join(at_load, on="gpu_model", how="left").join(held, on="gpu_model", how="left")
         out = out.with_columns(pl.col("load_gpus").fill_null(0.0))
     curve = arrival_bins(log, capacity)
     return out.with_columns(pl.lit(policy).alias("policy")), curve.with_columns(pl.lit(policy).alias("policy"))
+
+
+def _pct(part: str, whole: str) -> pl.Expr:
+    """part / whole in %, null (not NaN) when the whole is 0: no free GPU has no fragmented share."""
+    return pl.when(pl.col(whole) > 0).then(100 * pl.col(part) / pl.col(whole))
 
 
 def _measured(measured: pl.DataFrame) -> pl.DataFrame:
@@ -288,14 +315,22 @@ def _measured(measured: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def usd_per_gpu(models: Iterable[str], rates: Iterable[Rate], start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
-    """Per model: what one GPU held over [start, end) costs at the rate card (null if any part of it has no rate)."""
-    periods = charge_periods(models, rates, start, end)
-    hours = (pl.col("period_end") - pl.col("period_start")).dt.total_microseconds() / 3.6e9
-    return periods.group_by("gpu_model").agg(
-        pl.when(pl.col("usd_per_gpu_hour").is_not_null().all())
-        .then((hours * pl.col("usd_per_gpu_hour")).sum())
-        .alias("usd_per_gpu")
+def hour_prices(measured: pl.DataFrame, rates: Iterable[Rate], start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Per model: its measured hours in [start, end), and what one GPU costs over them at the rate card (each hour
+    at the rate in effect at its start; null if any of them has no rate)."""
+    hours = measured.select("gpu_model", "ts").unique()
+    periods = charge_periods(hours["gpu_model"].unique().to_list(), rates, start, end)
+    within = (pl.col("period_start") <= pl.col("ts")) & (pl.col("ts") < pl.col("period_end"))
+    return (
+        hours.join(periods, on="gpu_model")
+        .filter(within)
+        .group_by("gpu_model")
+        .agg(
+            pl.len().cast(pl.Float64).alias("hours"),
+            pl.when(pl.col("usd_per_gpu_hour").is_not_null().all())
+            .then(pl.col("usd_per_gpu_hour").sum())
+            .alias("usd_per_gpu"),
+        )
     )
 
 
@@ -342,8 +377,7 @@ def compare(
             row, curve = _replay_group(cluster, pods, task_types, load_gpus, policy)
             rows.append(row)
             curves.append(curve.with_columns(pl.lit(name, pl.String).alias("gpu_model")))
-    hours = (end - start).total_seconds() / 3600
-    price = usd_per_gpu(models, rates, start, end)
+    price = hour_prices(inputs.measured.filter(pl.col("gpu_model").is_in(models)), rates, start, end)
     replayed = pl.concat(rows, how="diagonal_relaxed").join(
         meas.select("gpu_model", pl.col("fragmented_gpus").alias("_measured")), on="gpu_model", how="left"
     )
@@ -351,16 +385,16 @@ def compare(
     replayed = (
         replayed.join(price, on="gpu_model", how="left")
         .with_columns(
-            (100 * pl.col("fragmented_gpus") / pl.col("free_gpus")).alias("frag_pct"),
-            (100 * pl.col("allocated_gpus") / pl.col("arrived_gpus")).alias("placed_pct"),
+            _pct("fragmented_gpus", "free_gpus").alias("frag_pct"),
+            _pct("allocated_gpus", "arrived_gpus").alias("placed_pct"),
             freed.alias("freed_gpus"),
-            (freed * hours).alias("freed_gpu_hours"),
+            (freed * pl.col("hours")).alias("freed_gpu_hours"),
             (freed * pl.col("usd_per_gpu")).alias("freed_usd"),
         )
         .filter(pl.col("gpu_model").is_in(models))
     )
     measured_rows = meas.with_columns(
-        pl.lit(MEASURED).alias("policy"), (100 * pl.col("fragmented_gpus") / pl.col("free_gpus")).alias("frag_pct")
+        pl.lit(MEASURED).alias("policy"), _pct("fragmented_gpus", "free_gpus").alias("frag_pct")
     )
     per_model = pl.concat([measured_rows, replayed], how="diagonal_relaxed").select(SUMMARY_SCHEMA.names())
     order = {p: i for i, p in enumerate([MEASURED, *policies])}
@@ -389,8 +423,8 @@ def _fleet(per_model: pl.DataFrame, order: dict[str, int]) -> pl.DataFrame:
         .agg(kept)
         .with_columns(
             pl.lit(None, pl.String).alias("gpu_model"),
-            (100 * pl.col("fragmented_gpus") / pl.col("free_gpus")).alias("frag_pct"),
-            (100 * pl.col("allocated_gpus") / pl.col("arrived_gpus")).alias("placed_pct"),
+            _pct("fragmented_gpus", "free_gpus").alias("frag_pct"),
+            _pct("allocated_gpus", "arrived_gpus").alias("placed_pct"),
         )
         .select(SUMMARY_SCHEMA.names())
         .sort(pl.col("policy").replace_strict(order, return_dtype=pl.Int64))

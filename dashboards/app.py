@@ -35,12 +35,16 @@ class Context:
     data: DashData
     # The capacity what-if (analytics.whatif.whatif, wired by the CLI: a stage never imports another).
     whatif: Callable | None = None
+    # The fragmentation page's placement replay: analytics.placement_whatif.placement_whatif with the lake and the
+    # rate card bound by the CLI, called as placement(cluster, start, end, model=...).
+    placement: Callable | None = None
 
 
 def create_app(
     lake: LakeRef,
     *,
     whatif: Callable | None = None,
+    placement: Callable | None = None,
     auth: tuple[str, str] | None = None,
     access_cfg: Access | None = None,
     variables: dict[str, str] | None = None,
@@ -50,7 +54,7 @@ def create_app(
     `auth` when given). `refresh_s`: an open page redraws itself this often from the latest snapshot (0: never;
     [dashboard] refresh_s); a page with `HEAVY = True` (controls of its own, which a redraw would reset) only when
     asked."""
-    context = Context(DashData(lake, variables), whatif)
+    context = Context(DashData(lake, variables), whatif, placement)
     app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
     app.layout = lambda: _shell(context, refresh_s)  # a function: the model and tenant lists are read on each load
     by_path = {p.PATH: p for p in PAGES}

@@ -620,6 +620,7 @@ def views(ctx: Ctx, out) -> None:
 
 # -- dashboard -----------------------------------------------------------------------------------------
 def _dashboard_app(ctx: Ctx):
+    from gpuledger.analytics.placement_whatif import placement_whatif
     from gpuledger.analytics.whatif import for_dashboard
     from gpuledger.dashboards.access import Access
     from gpuledger.dashboards.app import create_app
@@ -639,6 +640,7 @@ def _dashboard_app(ctx: Ctx):
         ctx.lake,
         whatif=for_dashboard,
         access_cfg=rules,
+        placement=functools.partial(placement_whatif, ctx.lake, ctx.cfg.rates),
         variables=finops_variables(ctx.cfg),
         refresh_s=ctx.cfg.dashboard.refresh_s,
     )
@@ -805,6 +807,84 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
     )
     for model, hours in r.left_out.items():
         click.echo(f"left out: {model}: {hours:,.1f} GPU-hours with no rate", err=True)
+
+
+# -- whatif --------------------------------------------------------------------------------------------
+@main.group()
+def whatif() -> None:
+    """What-ifs replayed on the lake's real jobs and inventory."""
+
+
+def _day(value: str | None, name: str) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{name} {value!r} is not a date (YYYY-MM-DD)") from None
+
+
+WHATIF_DAYS = 7  # the default period: the last week of measured fragmentation
+
+
+def _print_frame(frame, fmt: str) -> None:
+    """A result frame as the `sql` command prints one: a table (floats to 2 places), csv or json (one object a row)."""
+    import polars as pl
+
+    if fmt == "csv":
+        click.echo(frame.write_csv(), nl=False)
+    elif fmt == "json":
+        click.echo(frame.write_json())
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, tbl_hide_dataframe_shape=True, float_precision=2):
+            click.echo(str(frame))
+
+
+@whatif.command(name="placement")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    metavar="NAME",
+    help="A placement policy to replay (repeatable): fgd, bestfit [all of them].",
+)
+@click.option("--from", "from_", default=None, metavar="YYYY-MM-DD", help="First UTC day [a week before --to].")
+@click.option(
+    "--to", default=None, metavar="YYYY-MM-DD", help="Last UTC day, included [the last day of measured fragmentation]."
+)
+@click.option("--cluster", default=None, help="The cluster to replay [config cluster].")
+@click.option("--model", default=None, help="Only this GPU model's nodes and jobs [every model].")
+@click.option("--curves", is_flag=True, help="Print the curves (fragmentation and allocation against arrived demand).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@common
+def whatif_placement(ctx: Ctx, policies, from_, to, cluster, model, curves, fmt) -> None:
+    """What a fragmentation-aware scheduler would free: the period's jobs replayed in arrival order on its nodes
+    under each policy, against the measured fragmentation, with the GPUs and USD freed (docs/fragmentation.md)."""
+    from gpuledger.analytics import placement_whatif as pw
+    from gpuledger.query import require_lake
+
+    require_lake(ctx.lake)
+    cluster = cluster or ctx.cfg.cluster
+    first, last = _day(from_, "--from"), _day(to, "--to")
+    if last is None:
+        last = (
+            pw.last_measured_day(ctx.lake, cluster)
+            if first is None
+            else max(first, pw.last_measured_day(ctx.lake, cluster))
+        )
+    if first is None:
+        first = last - dt.timedelta(days=WHATIF_DAYS - 1)
+    start, end = pw.period(first, last)
+    t0 = time.perf_counter()
+    result = pw.placement_whatif(ctx.lake, ctx.cfg.rates, cluster, start, end, policies or pw.POLICIES, model)
+    _print_frame(result.curves if curves else result.summary, fmt)
+    click.echo(
+        f"replayed cluster {cluster!r} from {first} to {last} (UTC days) in {time.perf_counter() - t0:.1f} s; freed: "
+        "measured fragmented GPUs less the policy's at the measured load, over the period at the rate card",
+        err=True,
+    )
+    for m in result.unpriced:
+        click.echo(f"no rate for {m}: its freed_usd is empty", err=True)
 
 
 # -- analyze -------------------------------------------------------------------------------------------

@@ -1,13 +1,20 @@
-"""Fragmentation: free GPUs the typical jobs cannot use (FGD), the whole-GPU view, and the worst nodes now."""
+"""Fragmentation: free GPUs the typical jobs cannot use (FGD), the whole-GPU view, the worst nodes now, and what a
+fragmentation-aware scheduler would free (the placement replay, run on demand)."""
 
 from __future__ import annotations
 
+import polars as pl
+from dash import Input, Output, State, dcc, html
+
 from gpuledger.dashboards import figures
+from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.errors import GpuledgerError
 
 PATH = "/fragmentation"
 NAME = "Fragmentation"
+HEAVY = True  # a timed redraw would wipe the replay's result (dashboards/app.py)
 
 
 def layout(ctx, f):
@@ -84,4 +91,74 @@ def layout(ctx, f):
             table("fr-stranded", stranded),
         ),
         section("Worst nodes now: partly used, with free GPUs a whole-node job cannot take", table("fr-worst", worst)),
+        section(
+            "What a better scheduler would save",
+            note(
+                "Replays the range's jobs (those running at its start, then each submitted in it, in arrival order) on "
+                "its nodes under FGD and BestFit, with no departures, and compares the fragmented GPUs each leaves at "
+                "the range's measured mean load with the measured ones. GPUs freed: measured fragmented GPUs less the "
+                "policy's; USD freed: those GPUs over the measured hours at the rate card (docs/finops.md)."
+            ),
+            html.Button("Replay", id="fr-wi-run", n_clicks=0),
+            dcc.Loading(html.Div(id="fr-wi-out")),
+        ),
     ]
+
+
+def savings(summary: pl.DataFrame, model: str | None) -> pl.DataFrame:
+    """The comparison's small table: one row per policy, for the model picked, else for the fleet."""
+    rows = summary.filter(pl.col("gpu_model") == model) if model else summary.filter(pl.col("gpu_model").is_null())
+    return rows.select(
+        "policy",
+        pl.col("frag_pct").alias("fragmentation %"),
+        pl.col("allocated_gpus").alias("GPUs allocated"),
+        pl.col("pods_unplaced").alias("pods unplaced"),
+        pl.col("freed_gpus").alias("GPUs freed"),
+        pl.col("freed_usd").alias("USD freed"),
+    )
+
+
+def register(app, ctx) -> None:
+    @app.callback(
+        Output("fr-wi-out", "children"),
+        Input("fr-wi-run", "n_clicks"),
+        State("url", "search"),
+        prevent_initial_call=True,
+    )
+    def run_replay(_n, search):
+        if ctx.placement is None:
+            return note("The replay is not available in this app (it was started without the analytics).")
+        f, _ = flt.parse(search, ctx.data.bounds())
+        clusters = ctx.data.clusters()
+        if f.cluster is None and len(clusters) > 1:  # one cluster's jobs cannot run on another's GPUs
+            return note(
+                f"Pick a cluster in the filter bar: the replay takes one ({', '.join(clusters)}).", "fr-wi-error"
+            )
+        cluster = f.cluster or (clusters[0] if clusters else "default")
+        try:
+            out = ctx.placement(cluster, f.start_ts, f.end_ts, model=f.model)
+        except GpuledgerError as e:  # no inventory, no jobs or no measured figures in the range: named
+            return note(f"Not run: {e}.", "fr-wi-error")
+        curves = out.curves.with_columns(
+            pl.concat_str(pl.col("policy"), pl.col("gpu_model").fill_null("all models"), separator=", ").alias("series")
+        )
+        priced = f" No rate for {', '.join(out.unpriced)}: no USD for it." if out.unpriced else ""
+        return html.Div(
+            [
+                note(f"Cluster {cluster}, {f.start} to {f.end} (UTC days).{priced}"),
+                table("fr-wi-table", savings(out.summary, f.model)),
+                graph(
+                    "fr-wi-curve",
+                    figures.lines(
+                        curves,
+                        "arrived_pct",
+                        {"frag_pct": "fragmented"},
+                        "Fragmented GPUs as arrived demand grows (no departures)",
+                        "% of the GPUs",
+                        by="series",
+                        x_title="arrived GPU demand (% of the GPUs)",
+                    ),
+                ),
+                section("Per GPU model", table("fr-wi-models", out.summary.filter(pl.col("gpu_model").is_not_null()))),
+            ]
+        )

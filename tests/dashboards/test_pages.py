@@ -2,6 +2,7 @@
 the filters change the figures and live in the URL, and a number on each page equals the same figure in SQL."""
 
 import datetime as dt
+import functools
 import os
 import re
 import shutil
@@ -26,9 +27,13 @@ SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save one screenshot
 
 
 def app_on(lake):
+    """The app as the CLI wires it: the capacity what-if, and the placement replay with the lake and rate card bound."""
+    from gpuledger.analytics.placement_whatif import placement_whatif
     from gpuledger.analytics.whatif import for_dashboard
+    from gpuledger.config import defaults
 
-    return create_app(lake, whatif=for_dashboard)
+    placement = functools.partial(placement_whatif, lake, defaults().rates)
+    return create_app(lake, whatif=for_dashboard, placement=placement)
 
 
 def sql(lake, query, params=None):
@@ -155,6 +160,17 @@ def test_the_what_if_replays_recent_demand(dash_duo, dash_lake):
     variants = [c.text for c in dash_duo.find_elements('#cap-wi-table td[data-dash-column="variant"]')]
     assert {"measured", "today", "scenario"} <= set(variants)
     assert "+8 NVIDIA H100 80GB HBM3 GPUs" in dash_duo.find_element("#cap-wi-out").text
+    assert dash_duo.get_logs() == []
+
+
+def test_the_placement_replay_compares_the_policies_with_what_was_measured(dash_duo, dash_lake):
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/fragmentation")
+    dash_duo.find_element("#fr-wi-run").click()
+    dash_duo.wait_for_element("#fr-wi-table", timeout=60)
+    policies = [c.text for c in dash_duo.find_elements('#fr-wi-table td[data-dash-column="policy"]')]
+    assert policies == ["measured", "fgd", "bestfit"]
+    dash_duo.wait_for_element("#fr-wi-curve .main-svg")
     assert dash_duo.get_logs() == []
 
 
