@@ -1,8 +1,9 @@
 """FGD fragmentation: the vectorised metric against a literal Python loop, and the placement replay on openb.
 
-    python benchmarks/fragmentation.py [--nodes 5000] [--gpus 8] [--types 50] [--rounds 5] [--seed 42] [--tiny]
-    (--tiny: 50 nodes x 10 task types, one round, and the replay on openb's first 30 nodes, so the test suite runs
-    this script)
+    python benchmarks/fragmentation.py [--nodes 5000] [--gpus 8] [--types 50] [--rounds 5] [--seed 42]
+        [--whatif-days 7] [--tiny]
+    (--tiny: 50 nodes x 10 task types, one round, the replay on openb's first 30 nodes and the what-if on a 2-node
+    day, so the test suite runs this script)
 
 Metric: a synthetic fleet of `--nodes` nodes with `--gpus` GPUs each (free milli drawn from 0, 1000 and
 partial shares) against `--types` task types (CPU-only, sharing and whole-GPU, two models). node_fragmentation
@@ -13,12 +14,19 @@ Replay (when ../shared/data/traces/alibaba-gpu-v2023 is present): the openb defa
 on the 1,213 GPU nodes, under FGD and BestFit, with the fragmented and allocated % of GPUs at 100% arrived.
 Its baseline is one node_fragmentation of the whole fleet per pod, timed once and multiplied by the pod count:
 what only logging the metric after each pod would cost if recomputed from scratch.
+
+What-if (`gpuledger whatif placement`, analytics/placement_whatif.py): `gpuledger up`'s default simulated fleet (12
+nodes x 8 GPUs of H100, A100 and L40S, seed 42) over `--whatif-days` days at 300 s, analysed, then the period's jobs
+replayed under each policy against the measured fragmentation; the fleet's GPUs, GPU-hours and USD freed (built-in
+rate card), and the what-if's time beside the `gpuledger analyze` run that measured it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,6 +146,55 @@ def bench_replay(a) -> None:
     print(f"  baseline, one node_fragmentation of the fleet per pod: {one * inflated.height:.2f} s")
 
 
+def bench_whatif(a) -> None:
+    from gpuledger.analytics.placement_whatif import placement_whatif
+    from gpuledger.analytics.runner import run
+    from gpuledger.collector.sim.backfill import backfill
+    from gpuledger.config import defaults
+
+    cfg = defaults()
+    sim = cfg.simulator
+    nodes, gpus, days = (2, 4, 1.0) if a.tiny else (sim.nodes, sim.gpus_per_node, a.whatif_days)
+    end = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+    start = end - dt.timedelta(days=days)
+    with tempfile.TemporaryDirectory() as tmp:
+        lake = Path(tmp) / "lake"
+        backfill(
+            cfg,
+            lake,
+            start.timestamp(),
+            end.timestamp(),
+            300,
+            nodes=nodes,
+            gpus_per_node=gpus,
+            models=sim.models,
+            seed=sim.seed,
+            workers=1,
+        )
+        t0 = time.perf_counter()
+        run(lake, until_s=end.timestamp())
+        analyze_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = placement_whatif(lake, cfg.rates, cfg.cluster, start, end)
+        took = time.perf_counter() - t0
+    fleet = got.summary.filter(pl.col("gpu_model").is_null())
+    measured = fleet.row(0, named=True)
+    print(
+        f"whatif placement: {nodes} nodes x {gpus} GPUs, {days:g} days of simulated jobs in {took:.2f} s "
+        f"(the analyze that measured them: {analyze_s:.1f} s)"
+    )
+    print(
+        f"  measured: {measured['fragmented_gpus']:.2f} GPUs fragmented ({measured['frag_pct']:.1f}% of "
+        f"{measured['free_gpus']:.1f} free) at a mean load of {measured['load_gpus']:.1f} GPUs"
+    )
+    for row in fleet.filter(pl.col("policy") != "measured").iter_rows(named=True):
+        print(
+            f"  {row['policy']:7s} frees {row['freed_gpus']:.2f} GPUs, {row['freed_gpu_hours']:,.0f} GPU-hours, "
+            f"{row['freed_usd']:,.0f} USD; {row['fragmented_gpus']:.2f} GPUs fragmented at the same load; "
+            f"{row['placed_pct']:.1f}% of demand placed at capacity, {row['pods_unplaced']} pods unplaced"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=5000)
@@ -145,12 +202,14 @@ def main() -> None:
     ap.add_argument("--types", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--whatif-days", type=float, default=7.0, help="days of the simulated fleet the what-if replays")
     ap.add_argument("--tiny", action="store_true", help="50 nodes, one round, a 30-node replay: checks it runs")
     a = ap.parse_args()
     if a.tiny:
         a.nodes, a.types, a.rounds = 50, 10, 1
     bench_metric(a)
     bench_replay(a)
+    bench_whatif(a)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,12 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"largest spool between flushes +{N} MB",
         r"rows in the lake = rows acknowledged: yes",
     ),
-    "fragmentation.py": (rf"node_fragmentation, median of 1: {N} ms", rf"baseline, literal Python loop: +{N} ms"),
+    "fragmentation.py": (
+        rf"node_fragmentation, median of 1: {N} ms",
+        rf"baseline, literal Python loop: +{N} ms",
+        rf"whatif placement: 2 nodes x 4 GPUs, 1 days of simulated jobs in {N} s",
+        rf"fgd +frees -?{N} GPUs, -?{N} GPU-hours, -?{N} USD",
+    ),
     "finops_views.py": (
         rf"gpu_hourly +{N} +{N}s +{N}s +{N}s +{N}x",
         rf"slowest analyst query over a view of the analytics tables: {N} s",
