@@ -1,8 +1,9 @@
 """deploy/: every overlay renders with `kubectl kustomize`; each rendered object fits its typed model of the
 kubernetes client and passes `kubectl apply --dry-run=client` against the stand-in API server (as the webhook's
 manifest does, tests/enforcer/test_manifest.py); the webhook's objects are the generator's; the stack has the
-limits, probes, security contexts and RBAC docs/deploy.md promises; each collector's start command builds a
-config that gpuledger loads; hadolint passes the Dockerfile; checkov fails only the checks deploy/README.md lists.
+limits, probes, security contexts and RBAC docs/deploy.md promises; each collector's and the dashboards' start
+command builds a config that gpuledger loads; the sign-in proxy is the dashboards' only way in; hadolint passes the
+Dockerfile; checkov fails only the checks deploy/README.md lists.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from k8s_apiserver import kubectl, kubectl_dry_run
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ("single-cluster", "single-cluster-dcgm", "multi-cluster/eu-1", "multi-cluster/us-1")
+OVERLAYS = ("single-cluster", "single-cluster-dcgm", "single-cluster-sso", "multi-cluster/eu-1", "multi-cluster/us-1")
 MODELS = {
     "Namespace": "V1Namespace",
     "ServiceAccount": "V1ServiceAccount",
@@ -282,7 +283,7 @@ def test_the_lake_is_a_shared_claim_or_object_storage(rendered):
 def test_the_dashboards_password_comes_from_a_secret(rendered):
     for overlay in ("single-cluster", "multi-cluster/eu-1"):
         docs = objects(rendered[overlay])
-        cfg = tomllib.loads(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["gpuledger.toml"])
+        cfg = tomllib.loads(next(d for d in docs if d["kind"] == "ConfigMap")["data"]["dashboard.toml"])
         spec = pod_specs(docs)["Deployment/gpuledger-dashboard"]
         env = {e["name"]: e for e in spec["containers"][0]["env"]}
         ref = env[cfg["dashboard"]["auth_password_env"]]["valueFrom"]["secretKeyRef"]
@@ -312,27 +313,60 @@ def test_one_missed_analytics_run_does_not_make_the_webhooks_table_stale(rendere
 
 
 # -- each collector's start command builds a config gpuledger loads ----------------------------------------------
-def start_command(container: dict, config_dir: Path, run_dir: Path) -> str:
-    """The container's `sh -c` line with its folders moved under tmp and `gpuledger collect` swapped for a
-    script that loads the config it was given and prints the collector's settings."""
+COLLECTOR_PROBE = (
+    "import json, sys; from gpuledger.config import load; c = load(sys.argv[-1]); "
+    "print(json.dumps([c.cluster, c.collector.node, list(c.collector.sources), str(c.collector.spool_dir), "
+    "c.collector.metrics_port, c.collector.dcgm_service, c.collector.dcgm_port]))"
+)
+DASHBOARD_PROBE = (
+    "import dataclasses, json, sys; from gpuledger.config import load; c = load(sys.argv[-1]); "
+    'print(json.dumps({**dataclasses.asdict(c.dashboard), "tenants": [t.name for t in c.tenants]}))'
+)
+
+
+def start_command(
+    container: dict, config_dir: Path, run_dir: Path, command: str = "collect", probe: str = COLLECTOR_PROBE
+) -> str:
+    """The container's `sh -c` line with its folders moved under tmp and `gpuledger <command>` swapped for a
+    script that loads the config it was given and prints the settings `probe` picks."""
     script = container["args"][0].replace("/config/", f"{config_dir}/").replace("/run/gpuledger/", f"{run_dir}/")
-    probe = (
-        "import json, sys; from gpuledger.config import load; c = load(sys.argv[-1]); "
-        "print(json.dumps([c.cluster, c.collector.node, list(c.collector.sources), str(c.collector.spool_dir), "
-        "c.collector.metrics_port, c.collector.dcgm_service, c.collector.dcgm_port]))"
+    assert f"exec gpuledger {command} --config" in script
+    return script.replace(f"exec gpuledger {command} --config", f"exec {sys.executable} -c '{probe}'")
+
+
+def config_files(docs: list[dict], tmp_path: Path) -> tuple[Path, Path]:
+    """The ConfigMap gpuledger-config's files in tmp_path/config, and an empty tmp_path/run."""
+    config_dir, run_dir = tmp_path / "config", tmp_path / "run"
+    config_dir.mkdir(), run_dir.mkdir()
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("gpuledger-config-"))
+    for name, text in cm["data"].items():
+        (config_dir / name).write_text(text)
+    return config_dir, run_dir
+
+
+def dashboard_config(docs: list[dict], tmp_path: Path) -> dict:
+    """The [dashboard] table (and the tenants' names) of the config the dashboards' start command builds, as
+    gpuledger's own loader reads it."""
+    c = next(c for c in pod_specs(docs)["Deployment/gpuledger-dashboard"]["containers"] if c["name"] == "dashboard")
+    assert c["command"] == ["sh", "-c"]
+    config_dir, run_dir = config_files(docs, tmp_path)
+    r = subprocess.run(
+        ["sh", "-c", start_command(c, config_dir, run_dir, "dashboard", DASHBOARD_PROBE)],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
-    assert "exec gpuledger collect --config" in script
-    return script.replace("exec gpuledger collect --config", f"exec {sys.executable} -c '{probe}'")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 @needs_kubectl
 @pytest.mark.parametrize("overlay", ["single-cluster", "single-cluster-dcgm", "multi-cluster/us-1"])
 def test_each_collectors_start_command_builds_a_config_gpuledger_loads(rendered, overlay, tmp_path):
     docs = objects(rendered[overlay])
-    config_dir, run_dir = tmp_path / "config", tmp_path / "run"
-    config_dir.mkdir(), run_dir.mkdir()
-    for name, text in next(d for d in docs if d["kind"] == "ConfigMap")["data"].items():
-        (config_dir / name).write_text(text)
+    config_dir, run_dir = config_files(docs, tmp_path)
     cluster = {"single-cluster": "prod", "multi-cluster/us-1": "us-1"}.get(overlay, "prod")
     spool = "/var/lib/gpuledger/spool"
     want = {
@@ -369,6 +403,102 @@ def test_each_collectors_start_command_builds_a_config_gpuledger_loads(rendered,
         assert r.returncode == 0, (where, r.stderr)
         assert json.loads(r.stdout) == expected, where
         assert c["ports"][0]["containerPort"] == expected[4] and c["livenessProbe"]["httpGet"]["path"] == "/metrics"
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "multi-cluster/us-1"])  # us-1 runs none
+def test_the_dashboards_start_command_builds_a_config_gpuledger_loads(rendered, overlay, tmp_path):
+    db = dashboard_config(objects(rendered[overlay]), tmp_path)
+    if overlay == "single-cluster-sso":  # components/sign-in-proxy's dashboard.toml; the next test
+        assert (db["host"], db["trusted_proxies"], db["auth_user"]) == ("127.0.0.1", ["127.0.0.1"], "")
+    else:  # base/dashboard.toml: every address, basic auth
+        assert (db["host"], db["port"], db["trusted_proxies"]) == ("0.0.0.0", 8050, [])
+        assert (db["auth_user"], db["auth_password_env"]) == ("gpuledger", "GPULEDGER_DASHBOARD_PASSWORD")
+
+
+# -- single sign-on: components/sign-in-proxy ---------------------------------------------------------------------
+@needs_kubectl
+def test_the_sign_in_proxy_is_the_only_way_to_the_dashboards(rendered, tmp_path):
+    from gpuledger.dashboards.access import Access, Refusal, resolve
+
+    docs = objects(rendered["single-cluster-sso"])
+    spec = pod_specs(docs)["Deployment/gpuledger-dashboard"]
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {"dashboard", "oauth2-proxy"}
+    dash, proxy = containers["dashboard"], containers["oauth2-proxy"]
+    assert re.fullmatch(r"quay\.io/oauth2-proxy/oauth2-proxy:v7\.\d+\.\d+", proxy["image"])  # an exact release
+    flags = dict(a.removeprefix("--").partition("=")[::2] for a in proxy["args"])
+    assert {k: flags[k] for k in ("provider", "pass-user-headers", "reverse-proxy")} == {
+        "provider": "oidc",
+        "pass-user-headers": "true",
+        "reverse-proxy": "true",
+    }
+
+    # The Service, and the NetworkPolicy, lead to the proxy's port; the dashboards have no pod port.
+    ports = {p["name"]: (c["name"], p["containerPort"]) for c in spec["containers"] for p in c.get("ports", [])}
+    assert ports == {"http": ("oauth2-proxy", 4180)}
+    (svc_port,) = find(docs, "Service", "gpuledger-dashboard")["spec"]["ports"]
+    assert ports[svc_port["targetPort"]] == ("oauth2-proxy", 4180)
+    assert flags["http-address"] == "0.0.0.0:4180"
+    policy = find(docs, "NetworkPolicy", "gpuledger-dashboard")["spec"]
+    assert policy["ingress"] == [{"ports": [{"port": 4180, "protocol": "TCP"}]}]
+
+    # The dashboards listen on loopback, where the proxy's upstream is, and believe the proxy's headers from there.
+    db = dashboard_config(docs, tmp_path)
+    assert (db["host"], db["trusted_proxies"]) == ("127.0.0.1", ["127.0.0.1"])
+    assert flags["upstream"] == f"http://127.0.0.1:{db['port']}"
+    assert (db["user_header"], db["groups_header"], db["groups_separator"]) == (
+        "X-Forwarded-User",  # what oauth2-proxy's --pass-user-headers sends, groups joined by commas
+        "X-Forwarded-Groups",
+        ",",
+    )
+    assert db["admin_groups"] and db["tenant_groups"]
+    assert {t for ts in db["tenant_groups"].values() for t in ts} <= set(db["tenants"])  # the loader checked it too
+    assert not db["auth_user"] and "GPULEDGER_DASHBOARD_PASSWORD" not in {e["name"] for e in dash.get("env", [])}
+    rules = Access(
+        trusted_proxies=tuple(db["trusted_proxies"]),
+        admin_groups=tuple(db["admin_groups"]),
+        tenant_groups={g: tuple(ts) for g, ts in db["tenant_groups"].items()},
+    )
+    group, tenants = next(iter(db["tenant_groups"].items()))
+    who = resolve(rules, "127.0.0.1", {"X-Forwarded-User": "ana@example.com", "X-Forwarded-Groups": f"x,{group}"})
+    assert (who.user, who.tenants) == ("ana@example.com", tuple(sorted(tenants)))
+    assert resolve(rules, "127.0.0.1", {"X-Forwarded-User": "b", "X-Forwarded-Groups": db["admin_groups"][0]}).admin
+    assert isinstance(resolve(rules, "10.1.2.3", {"X-Forwarded-User": "ana@example.com"}), Refusal)  # the pod IP
+
+    # Probes: the kubelet reaches the pod's IP, not its loopback, so the dashboards are probed from inside.
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert set(dash[probe]) & {"httpGet", "tcpSocket", "grpc"} == set(), probe
+        assert f"http://127.0.0.1:{db['port']}/healthz" in " ".join(dash[probe]["exec"]["command"]), probe
+        assert proxy[probe]["httpGet"]["port"] == "http", probe
+    assert (proxy["livenessProbe"]["httpGet"]["path"], proxy["readinessProbe"]["httpGet"]["path"]) == (
+        "/ping",
+        "/ready",
+    )
+    ctx = proxy["securityContext"]
+    assert ctx["runAsNonRoot"] is True and ctx["readOnlyRootFilesystem"] is True  # the rest: the test for every pod
+
+    # No secret in the rendered stream: the proxy reads its client and cookie secrets from files of a Secret that
+    # is created by hand, and no environment variable of any container carries a value that looks like a secret.
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in proxy["volumeMounts"]}
+    for flag in ("client-secret-file", "cookie-secret-file"):
+        folder, _, key = flags[flag].rpartition("/")
+        assert mounts[folder]["secret"]["secretName"] == "gpuledger-oauth2-proxy", flag
+        assert key in ("client-secret", "cookie-secret")
+    assert not {"client-secret", "cookie-secret"} & set(flags)
+    folder, _, key = flags["config"].rpartition("/")
+    cm = find(docs, "ConfigMap", mounts[folder]["configMap"]["name"])  # the name's hash suffix: kustomize's
+    assert cm["metadata"]["name"].startswith("gpuledger-oauth2-proxy-")
+    cfg = tomllib.loads(cm["data"][key])  # oauth2-proxy's --config is TOML
+    assert "example.com" in cfg["oidc_issuer_url"] and cfg["client_id"]  # a placeholder to replace
+    assert not [k for k in cfg if "secret" in k]
+    for c in spec["containers"]:
+        for e in c.get("env", []):
+            if re.search(r"SECRET|PASSWORD|TOKEN|KEY", e["name"]):
+                assert set(e) == {"name", "valueFrom"} and "secretKeyRef" in e["valueFrom"], (c["name"], e)
+    assert not re.search(r"(client|cookie)[-_]secret\s*[=:]", rendered["single-cluster-sso"])
 
 
 # -- the image ---------------------------------------------------------------------------------------------------
