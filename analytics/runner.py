@@ -212,7 +212,20 @@ def run(
             engine = stack.enter_context(DaskEngine(address))
         # One run at a time, its state kept only if it ends well (Store.state: a lock, or a lease and a snapshot).
         stack.enter_context(lake.state(STATE, (cfg or defaults()).analytics.lease_s))
-        return _run(lake, until_s, from_s, cfg, engine)
+        # Said in the lake while it runs (Store.put_run): the dashboards show "running since" on a lake with no
+        # output yet, instead of asking for a run `gpuledger up` is already doing. Once the lock is held: a run
+        # waiting for another is not running.
+        started, ok = time.time(), False
+        lake.put_run(STATE, started)
+        try:
+            reports = _run(lake, until_s, from_s, cfg, engine)
+            ok = True
+            return reports
+        finally:
+            try:
+                lake.put_run(STATE, started, time.time(), ok)
+            except GpuledgerError as e:  # never hide the run's own error (or its result) behind this one
+                log.warning("could not record the end of the analytics run: %s", e)
 
 
 def _run(

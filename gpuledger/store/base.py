@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from gpuledger.errors import LakeError
 # What a listing says of each file: its stamp (mtime in ns on disk, ETag in an object store) and its size. Either
 # changes when the file is written again: the analytics' "has this file changed since the last run".
 Stamp = tuple[str | int, int]
+RUNS = "_state/runs"  # put_run's records: one per kind of run
 
 
 class StoreUnreachable(LakeError):
@@ -185,6 +187,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def state_folder(self, what: str) -> Path:
         """Where state() keeps `what` on this machine (readers of the last committed state look there)."""
+
+    def put_run(self, what: str, started_at: float, finished_at: float | None = None, ok: bool | None = None) -> None:
+        """Say that a run of `what` (e.g. "analytics") started, or ended: one small JSON file, replaced whole
+        (`_state/runs/<what>.json`, outside the state folder, so writing it is no new state for the dashboards'
+        snapshot). Read by `last_run`: a dashboard shows "the first run started at ..." rather than "run it"."""
+        record = {"started_at": started_at, "finished_at": finished_at, "ok": ok}
+        self.put(f"{RUNS}/{what}.json", json.dumps(record).encode())
+
+    def last_run(self, what: str) -> dict | None:
+        """The record `put_run` left for `what` ({"started_at", "finished_at", "ok"}, Unix seconds; finished_at
+        None while it runs, or after a run that was killed), or None when no run ever started (or it is unreadable).
+        """
+        raw = self.get(f"{RUNS}/{what}.json")
+        try:
+            record = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return record if isinstance(record, dict) and isinstance(record.get("started_at"), int | float) else None
 
     @abc.abstractmethod
     def state_version(self, what: str) -> tuple:
