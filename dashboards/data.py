@@ -209,6 +209,11 @@ class DashData:
         ran = self.frame("SELECT max(computed_at) AS t FROM tenants")["t"][0] if self.has("tenants") else None
         return (None if last is None else last + dt.timedelta(hours=1)), ran
 
+    def analytics_run(self) -> dict | None:
+        """The latest analytics run as it recorded itself in the lake (Store.last_run: started_at, finished_at
+        (None while it runs), ok), or None where none ever started."""
+        return self.lake.last_run("analytics")
+
     def models(self) -> list[str]:
         return self.frame("SELECT DISTINCT gpu_model FROM fleet_hourly ORDER BY 1")["gpu_model"].to_list()
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+import dash_ag_grid as dag
 import polars as pl
-from dash import dash_table, dcc, html
+from dash import dcc, html
+
+from gpuledger.dashboards import format as fmt
 
 NO_DATA = (
     "No analytics output yet. Run `gpuledger analyze` on a lake with telemetry (or `gpuledger up`, which collects "
@@ -11,46 +16,104 @@ NO_DATA = (
 )
 
 
+def no_data(data, now: dt.datetime | None = None) -> html.P:
+    """A page with nothing to show yet: "run the analytics", or, while a run is at work (`gpuledger up` starts one
+    at once), since when it runs."""
+    run = data.analytics_run()
+    if run is None or run.get("finished_at") is not None:
+        return note(NO_DATA, "no-data")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.fromtimestamp(run["started_at"], dt.timezone.utc)
+    minutes = max(0, int((now - started).total_seconds() // 60))
+    return note(
+        f"The analytics are running: the run started at {fmt.utc(started)} ({minutes:,} min ago) and has not "
+        "finished yet. This page fills in when it has (the first run over a long backfill takes a few minutes). If "
+        "nothing runs any more (the process was stopped), run `gpuledger analyze`.",
+        "no-data",
+    )
+
+
 def kpi(id_: str, label: str, value: float | int | str | None, unit: str = "", digits: int = 0) -> html.Div:
-    if value is None:
-        text = "—"
-    elif isinstance(value, str):
-        text = value
-    else:
-        text = f"{value:,.{digits}f}"
+    text = value if isinstance(value, str) else fmt.number(value, f",.{digits}f")
     return html.Div(
         [html.Div(label, className="kpi-label"), html.Span(text, id=id_, className="kpi-value"), html.Span(f" {unit}")],
         className="kpi",
     )
 
 
-def table(id_: str, frame: pl.DataFrame, page_size: int = 15, digits: int = 2) -> dash_table.DataTable:
-    """A sortable table with a CSV export button; float columns rounded for reading (the CSV keeps them)."""
-    cols = []
+def table(id_: str, frame: pl.DataFrame, page_size: int = 15, digits: int = 2) -> html.Div:
+    """A grid (dash-ag-grid): sortable, filterable, paged, with a CSV export button. Headers, units and number
+    formats come from dashboards/format.py: values are scaled to the header's unit here (a wait's seconds to
+    minutes) and formatted in the browser (d3-format), so sorting stays numeric and the CSV holds the numbers the
+    grid holds (all its rows, as filtered and sorted, not only the page shown). `digits`: float columns that the
+    registry does not know. An empty frame is a sentence, not an empty grid."""
+    cols = {name: fmt.col(name) for name in frame.columns}  # every column looked up (an unknown one is logged)
+    if frame.is_empty():
+        return html.P("None in this range.", id=id_, className="note empty-table")
+    defs, exprs = [], []
     for name, dtype in frame.schema.items():
-        spec = {"name": name, "id": name}
-        if dtype.is_numeric():
-            spec["type"] = "numeric"
-            if dtype.is_float():
-                spec["format"] = {"specifier": f",.{digits}f"}
-        cols.append(spec)
-    rows = frame.with_columns(
-        [pl.col(c).dt.strftime("%Y-%m-%d %H:%M UTC") for c, t in frame.schema.items() if isinstance(t, pl.Datetime)]
-        + [pl.col(c).cast(pl.String) for c, t in frame.schema.items() if t in (pl.Date, pl.List(pl.String))]
-    ).to_dicts()
-    return dash_table.DataTable(
+        c, spec = cols[name], {"field": name, "headerName": cols[name].header}
+        if isinstance(dtype, pl.Datetime):
+            exprs.append(
+                pl.col(name).dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%d %H:%M")
+                if dtype.time_zone
+                else pl.col(name).dt.strftime("%Y-%m-%d %H:%M")
+            )
+        elif dtype == pl.Date:
+            exprs.append(pl.col(name).cast(pl.String))
+        elif dtype == pl.Boolean:
+            exprs.append(pl.when(pl.col(name)).then(pl.lit("yes")).when(~pl.col(name)).then(pl.lit("no")).alias(name))
+        elif isinstance(dtype, pl.List):
+            exprs.append(pl.col(name).cast(pl.List(pl.String)).list.join(", "))
+        elif dtype.is_numeric():
+            d3 = c.unit.d3 or (f",.{digits}f" if dtype.is_float() else ",.0f")
+            exprs.append(pl.col(name).cast(pl.Float64) * c.unit.scale if c.unit.scale != 1 else pl.col(name))
+            spec |= {
+                "type": "numericColumn",
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{d3}')(params.value)"},
+                "useValueFormatterForExport": False,  # the CSV keeps the number (in the header's unit)
+            }
+            if c.unit.bar:
+                spec["cellStyle"] = {"function": "gpuledgerBar(params)"}
+        defs.append(spec)
+    rows = frame.with_columns(exprs).to_dicts() if exprs else frame.to_dicts()
+    grid = dag.AgGrid(
         id=id_,
-        columns=cols,
-        data=rows,
-        sort_action="native",
-        page_size=page_size,
-        export_format="csv",
-        style_table={"overflowX": "auto"},
-        style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "4px"},
+        rowData=rows,
+        columnDefs=defs,
+        defaultColDef={
+            "sortable": True,
+            "filter": True,
+            "resizable": True,
+            "wrapHeaderText": True,
+            "autoHeaderHeight": True,
+            "minWidth": 110,
+        },
+        columnSize="sizeToFit",
+        csvExportParams={"fileName": f"{id_}.csv"},
+        dashGridOptions={
+            "pagination": frame.height > page_size,
+            "paginationPageSize": page_size,
+            "paginationPageSizeSelector": False,
+            "domLayout": "autoHeight",
+            "suppressFieldDotNotation": True,  # a column name is a name, never a path into the row
+            "suppressColumnVirtualisation": True,  # every column in the DOM (wide tables, the browser tests)
+            "enableCellTextSelection": True,
+            "ensureDomOrder": True,  # rows in the DOM in the order shown (screen readers, copying, the tests)
+        },
+        className="grid",
     )
+    # The button exports through the grid's own API in the browser (assets/grid.js): no callback, no round trip.
+    button = html.Button("Export CSV", className="csv-export", **{"data-grid": id_})
+    return html.Div([button, grid], className="table")
 
 
-def graph(id_: str, figure) -> dcc.Graph:
+def graph(id_: str, figure) -> dcc.Graph | html.P:
+    """The figure, or the sentence saying why there is none (figures.empty): never an empty pair of axes."""
+    why = (figure.layout.meta or {}).get("empty") if isinstance(figure.layout.meta, dict) else None
+    if why is not None:
+        return html.P(f"{figure.layout.title.text}: {why}.", id=id_, className="note empty-figure")
     return dcc.Graph(id=id_, figure=figure, config={"displaylogo": False})
 
 

@@ -11,7 +11,7 @@ from dash import Input, Output, State, dcc, html
 from gpuledger.dashboards import access, figures
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import MODEL_SQL, by_cluster
-from gpuledger.dashboards.ui import NO_DATA, graph, note, section, table
+from gpuledger.dashboards.ui import graph, no_data, note, section, table
 
 PATH = "/capacity"
 NAME = "Capacity"
@@ -76,22 +76,23 @@ def forecast_summary(fc: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame()
     return ahead.group_by("cluster", "gpu_model", maintain_order=True).agg(
         pl.col("method").first(),
-        pl.col("backtest_mase").first().alias("MASE"),
-        pl.col("baseline_mase").first().alias("baseline MASE"),
-        pl.col("backtest_wape_pct").first().alias("WAPE (%)"),
-        pl.col("baseline_wape_pct").first().alias("baseline WAPE (%)"),
-        pl.col("backtest_mape_pct").first().alias("MAPE (%)"),
-        pl.col("exceeds_supply_day").first().dt.date().alias("exceeds supply on"),
-        pl.col("exceeds_supply_earliest_day").first().dt.date().alias("as early as (80 %)"),
-        pl.col("exceeds_supply_latest_day").first().dt.date().alias("by (80 %)"),
-        pl.col("history_days").first().alias("history (days)"),
+        # Labelled by dashboards/format.py, as every table's columns are.
+        pl.col("backtest_mase").first(),
+        pl.col("baseline_mase").first(),
+        pl.col("backtest_wape_pct").first(),
+        pl.col("baseline_wape_pct").first(),
+        pl.col("backtest_mape_pct").first(),
+        pl.col("exceeds_supply_day").first().dt.date(),
+        pl.col("exceeds_supply_earliest_day").first().dt.date(),
+        pl.col("exceeds_supply_latest_day").first().dt.date(),
+        pl.col("history_days").first(),
     )
 
 
 def layout(ctx, f):
     data = ctx.data
     if not data.has("fleet_hourly"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     d = by_cluster(daily(data, f), "gpu_model")
     fc = by_cluster(forecast_rows(data, f), "gpu_model")
     backtest = forecast_summary(fc)
@@ -131,7 +132,7 @@ def layout(ctx, f):
                     "gpu_model",
                     "Each point: one model and day",
                     "allocation (% of the model's GPUs)",
-                    "p90 wait (minutes)",
+                    "p90 wait (min)",
                 ),
             ),
         ),
@@ -243,7 +244,12 @@ def register(app, ctx) -> None:
                         graph(
                             "cap-wi-wait",
                             figures.bars(
-                                pivot, "variant", {"wait_p90_min": "p90 wait"}, f"p90 wait, {model}", "minutes", ""
+                                pivot,
+                                "variant",
+                                {"wait_p90_min": "p90 wait"},
+                                f"p90 wait, {model}",
+                                "p90 wait (min)",
+                                "",
                             ),
                         ),
                         graph(

@@ -9,7 +9,7 @@ from dash import Input, Output, State, dcc, html
 from gpuledger.dashboards import access, figures
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, by_cluster
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 from gpuledger.errors import GpuledgerError
 
 PATH = "/fragmentation"
@@ -20,7 +20,7 @@ HEAVY = True  # a timed redraw would wipe the replay's result (dashboards/app.py
 def layout(ctx, f):
     data = ctx.data
     if not data.has("fragmentation"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     params = [f.start, f.end, *f.model_args]
     grain = "hour" if f.days <= 14 else "day"
     series = data.frame(

@@ -8,8 +8,9 @@ import polars as pl
 from dash import html
 
 from gpuledger.dashboards import figures
+from gpuledger.dashboards import format as fmt
 from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, MODEL_SQL
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, section, table
 
 PATH = "/"
 NAME = "Overview"
@@ -52,12 +53,13 @@ def month_cost(data, f, month_start: dt.date) -> float:
 def layout(ctx, f):
     data = ctx.data
     if not data.has("fleet_hourly"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     now = now_by_model(data, f)
     series = fleet_series(data, f)
     this_month = f.end.replace(day=1)
     last_month = (this_month - dt.timedelta(days=1)).replace(day=1)
     cost_now, cost_before = month_cost(data, f, this_month), month_cost(data, f, last_month)
+    data_to, first_day = data.freshness()[0], (data.bounds() or (None,))[0]
     health = (
         data.frame(
             "SELECT kind, count(*) AS events, count(DISTINCT gpu_uuid) AS gpus, count(DISTINCT node) AS nodes "
@@ -85,8 +87,16 @@ def layout(ctx, f):
                 kpi("ov-allocated", "allocated", tot[1], "GPUs", 1),
                 kpi("ov-busy", "busy", tot[2], "GPUs", 1),
                 kpi("ov-pending", "waiting jobs ask for", tot[3], "GPUs", 1),
-                kpi("ov-cost-month", f"cost {this_month:%Y-%m} (to {f.end})", cost_now, "USD"),
-                kpi("ov-cost-last", f"cost {last_month:%Y-%m}", cost_before, "USD"),
+                # The whole fleet's cost: every tenant's jobs and all idle capacity, shared out or not (the
+                # tenants page's figures are per tenant: its own jobs, and with its share of the idle).
+                kpi(
+                    "ov-cost-month",
+                    f"fleet cost {fmt.month(this_month, data_to, first_day)}: jobs + idle capacity",
+                    cost_now,
+                    "USD",
+                    2,
+                ),
+                kpi("ov-cost-last", f"fleet cost {fmt.month(last_month, data_to, first_day)}", cost_before, "USD", 2),
                 kpi("ov-lost", "GPUs lost in range", lost, "GPUs"),
             ],
             className="kpis",

@@ -6,7 +6,7 @@ import polars as pl
 
 from gpuledger.dashboards import figures
 from gpuledger.dashboards.filters import BOTH_SQL
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/queue"
 NAME = "Queue"
@@ -35,7 +35,7 @@ def quantiles(data, f) -> dict[str, pl.DataFrame]:
 def layout(ctx, f):
     data = ctx.data
     if not data.has("job_stats"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     qs = quantiles(data, f)
     by_size = qs["size_bucket"]
     params = [f.start, f.end, *f.both_args]
@@ -55,21 +55,21 @@ def layout(ctx, f):
     )
     return [
         kpi("q-jobs", "jobs scheduled (submitted in the range)", jobs, "jobs"),
-        kpi("q-wait-p90", "p90 wait", p90, "minutes", 1),
+        kpi("q-wait-p90", "p90 wait", p90, "min", 1),
         section(
             "Wait by job size (GPUs)",
-            graph("q-size", figures.boxes(by_size, "size_bucket", "Wait by size", "wait (minutes)", "GPUs per job")),
+            graph("q-size", figures.boxes(by_size, "size_bucket", "Wait by size", "wait (min)", "GPUs per job")),
             table("q-size-table", by_size),
         ),
         section(
             "Wait by GPU model and by tenant",
             graph(
                 "q-model",
-                figures.boxes(qs["gpu_model"], "gpu_model", "Wait by GPU model", "wait (minutes)", "GPU model"),
+                figures.boxes(qs["gpu_model"], "gpu_model", "Wait by GPU model", "wait (min)", "GPU model"),
             ),
             graph(
                 "q-tenant",
-                figures.boxes(qs["tenant"], "tenant", "Wait by tenant", "wait (minutes)", "tenant"),
+                figures.boxes(qs["tenant"], "tenant", "Wait by tenant", "wait (min)", "tenant"),
             ),
         ),
         section(f"Pending now ({int(pending['jobs'].sum() or 0)} jobs)", table("q-pending", pending)),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import polars as pl
+from dash import html
 
 from gpuledger.dashboards import figures
+from gpuledger.dashboards import format as fmt
 from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL, by_cluster
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/tenants"
 NAME = "Tenants"
@@ -40,6 +42,46 @@ def quotas(data, f) -> pl.DataFrame:
     )
 
 
+def quota_view(q: pl.DataFrame) -> tuple[pl.DataFrame, str]:
+    """The quotas as a reader weighs them: the share of each quota in use (a bar in the grid), the fullest first
+    (over quota on top), rows without a quota last; and one sentence: which are over, or that all are within."""
+    if q.is_empty():
+        return q, ""
+    view = (
+        q.with_columns(
+            (100 * pl.col("allocated_gpus_now") / pl.col("quota_gpus")).alias("quota_used_pct"),
+            (pl.col("quota_gpus") - pl.col("allocated_gpus_now")).alias("headroom_gpus"),
+        )
+        .sort(
+            ["quota_used_pct", "cluster", "tenant", "gpu_model"],
+            descending=[True, False, False, False],
+            nulls_last=True,
+        )
+        .select(
+            "cluster", "tenant", "gpu_model", "quota_used_pct", "allocated_gpus_now", "quota_gpus", "headroom_gpus",
+            "fairshare", "idle_gpus_now",
+        )
+    )  # fmt: skip
+    quotas = view.filter(pl.col("quota_gpus").is_not_null())
+    over = quotas.filter(pl.col("headroom_gpus") < 0)
+
+    def who(r: dict) -> str:
+        return f"{r['tenant']} on {r['gpu_model']} ({r['allocated_gpus_now']:,.1f} of {r['quota_gpus']:,.1f} GPUs)"
+
+    if quotas.is_empty():
+        said = "No tenant has a quota in the config: the table shows allocation and fair share only."
+    elif over.height:
+        said = f"{over.height} of {quotas.height} quotas exceeded now: " + "; ".join(map(who, over.head(5).to_dicts()))
+        said += "." if over.height <= 5 else f"; and {over.height - 5} more (first rows below)."
+    else:
+        top = quotas.row(0, named=True)
+        said = (
+            f"All {quotas.height} quotas are within their limits now; the fullest: {who(top)}, "
+            f"{top['quota_used_pct']:.0f} %."
+        )
+    return view, said
+
+
 def cost(data, f) -> pl.DataFrame:
     return data.frame(
         "SELECT cluster, tenant, sum(cost_usd) AS cost_usd, sum(idle_share_usd) AS idle_share_usd, "
@@ -70,15 +112,31 @@ def burn_down(data, f) -> pl.DataFrame:
 def layout(ctx, f):
     data = ctx.data
     if not data.has("cost_daily"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     c = cost(data, f)
     burn = by_cluster(burn_down(data, f), "tenant")
-    q = quotas(data, f)
+    q, quota_said = quota_view(quotas(data, f))
+    period = fmt.period(f.start, f.end, data.freshness()[0])
     out = [
-        kpi("ten-cost-total", f"cost of tenants' jobs, {f.start} to {f.end}", c["cost_usd"].sum(), "USD"),
+        html.Div(
+            [
+                kpi("ten-cost-total", f"tenants' own jobs, {period}", c["cost_usd"].sum(), "USD", 2),
+                kpi("ten-cost-with-idle", "with their share of idle capacity", c["total_usd"].sum(), "USD", 2),
+            ],
+            className="kpis",
+        ),
+        note(
+            "Own jobs: GPU-hours of each tenant's jobs at the rate card. With the idle share: plus the idle capacity "
+            "the cost policy shares out to tenants. The overview's fleet cost is the whole fleet's: all jobs and all "
+            "idle capacity, shared out or not."
+        ),
         section(
             "Quota, allocation and use",
-            table("ten-quota", q) if q.height else note("No quotas: the config names no [[tenants]] quota."),
+            *(
+                [note(quota_said, "ten-quota-said"), table("ten-quota", q)]
+                if q.height
+                else [note("No quotas: the config names no [[tenants]] quota.")]
+            ),
             table("ten-use", use(data, f)),
         ),
         section(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuledger.dashboards import figures
 from gpuledger.dashboards.filters import BOTH_SQL, by_cluster
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/waste"
 NAME = "Waste"
@@ -41,7 +41,7 @@ def idle_now(data, f):
 def layout(ctx, f):
     data = ctx.data
     if not data.has("job_hourly"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     t = by_tenant(data, f)
     p = [f.start, f.end, *f.both_args]
     trend = data.frame(
@@ -57,8 +57,8 @@ def layout(ctx, f):
         p,
     )
     return [
-        kpi("ws-idle-h", "idle allocated GPU-hours in the range", t["idle_gpu_hours"].sum(), "GPU-hours", 1),
-        kpi("ws-idle-usd", "their cost", t["idle_cost_usd"].sum(), "USD"),
+        kpi("ws-idle-h", "idle allocated GPU-hours in the range", t["idle_gpu_hours"].sum(), "GPU-h", 1),
+        kpi("ws-idle-usd", "their cost (at each tenant's own price per GPU-hour)", t["idle_cost_usd"].sum(), "USD", 2),
         note(
             "Idle: an allocated GPU-hour below the waste threshold inside a long enough idle run "
             "(analytics.waste_threshold_pct, waste_window_h)."
@@ -72,7 +72,7 @@ def layout(ctx, f):
                     "tenant",
                     {"idle_gpu_hours": "idle GPU-hours"},
                     "Idle allocated GPU-hours",
-                    "GPU-hours",
+                    "GPU-h",
                     "tenant",
                 ),
             ),
@@ -96,7 +96,7 @@ def layout(ctx, f):
                     "day",
                     {"idle_gpu_hours": "idle"},
                     "Idle allocated GPU-hours per day",
-                    "GPU-hours",
+                    "GPU-h",
                     by="tenant",
                     x_title="day (UTC)",
                 ),

@@ -74,8 +74,9 @@ def test_each_page_shows_the_figure_sql_gives(dash_duo, dash_lake):
     mape = sql(
         dash_lake, "SELECT backtest_mape_pct FROM demand_forecast WHERE kind = 'backtest' AND gpu_model = ?", [H100]
     )
-    cells = dash_duo.find_elements('#cap-backtest td[data-dash-column="MAPE (%)"]')
-    assert mape is not None and f"{mape:,.2f}" in [c.text for c in cells]
+    dash_duo.wait_for_element('#cap-backtest .ag-cell[col-id="backtest_mape_pct"]')  # drawn after the page
+    cells = dash_duo.find_elements('#cap-backtest .ag-cell[col-id="backtest_mape_pct"]')
+    assert mape is not None and f"{mape:,.1f}" in [c.text for c in cells]
 
     open_page(dash_duo, "/tenants")
     cost = sql(
@@ -83,7 +84,7 @@ def test_each_page_shows_the_figure_sql_gives(dash_duo, dash_lake):
         "SELECT sum(cost_usd) FROM cost_daily WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL",
         [start, end],
     )
-    assert cost > 0 and number(dash_duo, "#ten-cost-total") == round(cost)
+    assert cost > 0 and number(dash_duo, "#ten-cost-total") == round(cost, 2)
 
     open_page(dash_duo, "/queue")
     jobs = sql(
@@ -156,8 +157,8 @@ def test_the_what_if_replays_recent_demand(dash_duo, dash_lake):
     dash_duo.start_server(app_on(dash_lake))
     open_page(dash_duo, "/capacity", RANGE + "&model=" + H100.replace(" ", "+"))
     dash_duo.find_element("#cap-wi-run").click()
-    dash_duo.wait_for_element("#cap-wi-table", timeout=30)
-    variants = [c.text for c in dash_duo.find_elements('#cap-wi-table td[data-dash-column="variant"]')]
+    dash_duo.wait_for_element('#cap-wi-table .ag-cell[col-id="variant"]', timeout=30)
+    variants = [c.text for c in dash_duo.find_elements('#cap-wi-table .ag-cell[col-id="variant"]')]
     assert {"measured", "today", "scenario"} <= set(variants)
     assert "+8 NVIDIA H100 80GB HBM3 GPUs" in dash_duo.find_element("#cap-wi-out").text
     assert dash_duo.get_logs() == []
@@ -168,9 +169,37 @@ def test_the_placement_replay_compares_the_policies_with_what_was_measured(dash_
     open_page(dash_duo, "/fragmentation")
     dash_duo.find_element("#fr-wi-run").click()
     dash_duo.wait_for_element("#fr-wi-table", timeout=60)
-    policies = [c.text for c in dash_duo.find_elements('#fr-wi-table td[data-dash-column="policy"]')]
+    dash_duo.wait_for_element('#fr-wi-table .ag-cell[col-id="policy"]')
+    policies = [c.text for c in dash_duo.find_elements('#fr-wi-table .ag-cell[col-id="policy"]')]
     assert policies == ["measured", "fgd", "bestfit"]
     dash_duo.wait_for_element("#fr-wi-curve .main-svg")
+    assert dash_duo.get_logs() == []
+
+
+def test_a_grid_sorts_numerically_and_exports_the_rows_it_holds(dash_duo, dash_lake):
+    """The tenants' cost grid: human headers, numbers formatted in the browser but sorted as numbers, and the CSV
+    export (the grid's own, as the Export button runs it) holds every row the server sent, in the headers' units."""
+    dash_duo.start_server(app_on(dash_lake))
+    open_page(dash_duo, "/tenants")
+    cell = '#ten-cost-table .ag-cell[col-id="total_usd"]'
+    dash_duo.wait_for_element(cell)
+    headers = [h.text for h in dash_duo.find_elements("#ten-cost-table .ag-header-cell-text")]
+    assert headers == ["Cluster", "Tenant", "Own jobs' cost (USD)", "Idle capacity share (USD)", "Total cost (USD)"]
+    want = sql(
+        dash_lake,
+        "SELECT count(DISTINCT tenant) FROM cost_daily WHERE date BETWEEN ? AND ? AND tenant IS NOT NULL",
+        [dt.date(2026, 10, 3), dt.date(2026, 11, 1)],
+    )
+    dash_duo.find_element('#ten-cost-table .ag-header-cell[col-id="total_usd"]').click()  # ascending
+    dash_duo.wait_for_element('#ten-cost-table .ag-header-cell[col-id="total_usd"][aria-sort="ascending"]')
+    shown = [float(c.text.replace(",", "")) for c in dash_duo.find_elements(cell)]
+    assert len(shown) == want and shown == sorted(shown)
+    assert all(re.fullmatch(r"[\d,]+\.\d\d", c.text) for c in dash_duo.find_elements(cell))  # 1,234.50
+    csv = dash_duo.driver.execute_script("return dash_ag_grid.getApi('ten-cost-table').getDataAsCsv();")
+    lines = csv.strip().splitlines()
+    assert lines[0].split(",")[-1] == '"Total cost (USD)"' and len(lines) == want + 1
+    assert [round(float(r.split(",")[-1].strip('"')), 2) for r in lines[1:]] == shown  # plain numbers, sorted
+    dash_duo.find_element('#page button.csv-export[data-grid="ten-cost-table"]').click()
     assert dash_duo.get_logs() == []
 
 
@@ -207,7 +236,7 @@ def test_enforcement_page_once_decisions_exist(dash_duo, dash_lake, tmp_path):
     dash_duo.start_server(app_on(lake))
     open_page(dash_duo, "/enforcement")
     assert number(dash_duo, "#en-total") == 3
-    assert "tenant vision uses 14 of 16 H100" in dash_duo.find_element("#en-denials").text
+    dash_duo.wait_for_contains_text("#en-denials", "tenant vision uses 14 of 16 H100")
     assert dash_duo.get_logs() == []
 
 
