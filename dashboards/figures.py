@@ -119,15 +119,17 @@ def lines(
         return _multiples(groups, x, ys, title, y_title, x_title, dash)
     fig = go.Figure(layout=dict(title=title, **LAYOUT))
     clusters = ordered(c for c in (_cluster_of(k) for k, _ in groups) if c is not None)
+    dashes = _dashes(ys, dash)
     for key, g in groups:
-        for i, (col, label) in enumerate(ys.items()):
+        for col, label in ys.items():
             if key is None:  # measures of one series: each its own colour
                 name, line = label, dict(color=colour(label), dash=(dash or {}).get(col, "solid"))
+            elif len(ys) > 1:  # measures of one group: its colour (fixed series their own), told apart by dash
+                name, line = f"{label} — {key}", dict(color=SERIES.get(label, colour(key)), dash=dashes[col])
             else:  # one measure per group: the group's colour, its cluster's dash
                 cl = _cluster_of(key)
-                style = DASHES[clusters.index(cl) % len(DASHES)] if cl is not None else DASHES[i % len(DASHES)]
-                name = f"{label} — {key}" if len(ys) > 1 else str(key)
-                line = dict(color=colour(key), dash=(dash or {}).get(col, style))
+                style = DASHES[clusters.index(cl) % len(DASHES)] if cl is not None else "solid"
+                name, line = str(key), dict(color=colour(key), dash=(dash or {}).get(col, style))
             fig.add_trace(go.Scatter(x=g[x].to_list(), y=g[col].to_list(), mode=_mode(g.height), name=name, line=line))
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title, rangemode="tozero")
@@ -150,9 +152,10 @@ def _multiples(groups, x, ys, title, y_title, x_title, dash) -> go.Figure:
         horizontal_spacing=0.06,
     )
     fig.update_layout(title=title, **{**LAYOUT, "height": 120 + (220 if cols > 1 else 260) * rows})
+    dashes = _dashes(ys, dash)
     for i, (key, g) in enumerate(groups):
         row, c = divmod(i, cols)
-        for j, (col, label) in enumerate(ys.items()):
+        for col, label in ys.items():
             fig.add_trace(
                 go.Scatter(
                     x=g[x].to_list(),
@@ -161,7 +164,8 @@ def _multiples(groups, x, ys, title, y_title, x_title, dash) -> go.Figure:
                     name=label,
                     legendgroup=label,
                     showlegend=i == 0 and len(ys) > 1,  # one legend entry per measure; one measure: the titles say
-                    line=dict(color=colour(key), dash=(dash or {}).get(col, DASHES[j % len(DASHES)])),
+                    # supply and other fixed series keep their colour; the group's own measures take the group's
+                    line=dict(color=SERIES.get(label, colour(key)), dash=dashes[col]),
                 ),
                 row=row + 1,
                 col=c + 1,
@@ -172,6 +176,13 @@ def _multiples(groups, x, ys, title, y_title, x_title, dash) -> go.Figure:
     for c in range(1, cols + 1):
         fig.update_xaxes(title_text=x_title, row=rows, col=c)
     return fig
+
+
+def _dashes(ys: dict[str, str], given: dict[str, str] | None) -> dict[str, str]:
+    """A dash per measure: the ones given, and the rest in DASHES order skipping those (the first is solid)."""
+    given = given or {}
+    free = iter([d for d in DASHES if d not in given.values()] + list(DASHES))
+    return {col: given[col] if col in given else next(free) for col in ys}
 
 
 def bars(
