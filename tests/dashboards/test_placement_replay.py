@@ -54,7 +54,7 @@ def test_the_page_offers_the_replay_behind_a_button(app):
 
 def test_the_replay_shows_the_hand_computed_savings(app):
     out = replay(app, "?start=2026-11-02&end=2026-11-02&cluster=c")
-    rows = find(out, "fr-wi-table")["props"]["data"]
+    rows = find(out, "fr-wi-table")["props"]["rowData"]
     # tests/placement_case.py: FGD leaves no fragmented GPU at the measured load of 3 GPUs, BestFit 0.8 of 3 free;
     # both place 5 of the 7 GPUs arrived at capacity; FGD frees 1.0 GPU (72 USD), BestFit 0.2 (14.40 USD).
     assert [r["policy"] for r in rows] == ["measured", "fgd", "bestfit"]
@@ -65,11 +65,11 @@ def test_the_replay_shows_the_hand_computed_savings(app):
     assert fgd["GPUs freed"] == pytest.approx(1.0) and fgd["USD freed"] == pytest.approx(72.0)
     assert bestfit["GPUs freed"] == pytest.approx(0.2) and bestfit["USD freed"] == pytest.approx(14.4)
     curve = find(out, "fr-wi-curve")["props"]["figure"]
-    assert {t["name"] for t in curve["data"]} == {"fragmented — fgd, T4", "fragmented — bestfit, T4"}
+    assert {t["name"] for t in curve["data"]} == {"fgd, T4", "bestfit, T4"}
 
 
 def test_the_model_filter_reaches_the_replay_and_a_range_without_jobs_is_named(app):
-    rows = find(replay(app, "?start=2026-11-02&end=2026-11-02&cluster=c&model=T4"), "fr-wi-table")["props"]["data"]
+    rows = find(replay(app, "?start=2026-11-02&end=2026-11-02&cluster=c&model=T4"), "fr-wi-table")["props"]["rowData"]
     assert rows[1]["GPUs freed"] == pytest.approx(1.0)
     out = replay(app, "?start=2026-11-02&end=2026-11-02&cluster=c&model=A100")  # no A100 node
     assert out["props"]["id"] == "fr-wi-error"
