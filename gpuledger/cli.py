@@ -448,18 +448,20 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         analytics_schedule(sch, cfg, ctx.lake)
 
     stop = _stop_event()
-    db = cfg.dashboard
+    db, ex = cfg.dashboard, cfg.exporter
     server = _dashboard_server(ctx, db.host, db.port)
+    exporter = _exporter(ctx, ex.host, ex.port)
     threading.Thread(target=server.serve_forever, daemon=True, name="dashboards").start()
     click.echo(
         f"gpuledger is up: lake {ctx.lake}, scraping every {iv:g} s, dashboards on "
-        f"http://{db.host}:{db.port}/. "
+        f"http://{db.host}:{db.port}/, derived figures on http://{ex.host}:{ex.port}/metrics. "
         f'Try: gpuledger sql --lake {ctx.lake} "SELECT * FROM nodes". Ctrl-C to stop.',
         err=True,
     )
     try:
         run_until_stopped(jobs, stop)
     finally:
+        exporter.stop()
         col.close()
     click.echo(f"stopped cleanly after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
 
@@ -679,6 +681,39 @@ def dashboard(ctx: Ctx, port, host) -> None:
         server.serve_forever()
     finally:
         server.server_close()
+
+
+# -- exporter ------------------------------------------------------------------------------------------
+def _exporter(ctx: Ctx, host: str, port: int):
+    """The exporter of derived figures, serving /metrics on host:port and keeping its snapshot fresh (daemon
+    threads). A port in use is one line."""
+    from gpuledger.analytics.exporter import Exporter, serve
+
+    exp = Exporter(ctx.lake, ctx.cfg.enforcer.idle_min_h, check_every_s=ctx.cfg.exporter.refresh_s)
+    try:
+        serve(exp, host, port)
+    except OSError as e:
+        raise UsageError(
+            f"cannot serve the exporter on {host}:{port}: {e.strerror} (set [exporter] port, or --port)"
+        ) from None
+    return exp.start()
+
+
+@main.command()
+@_config_option("exporter.port", "--port", help="TCP port.")
+@_config_option("exporter.host", "--host", help="Address to listen on.")
+@common
+def exporter(ctx: Ctx, port, host) -> None:
+    """Serve the analytics' derived figures to Prometheus (/metrics), rebuilt when the analytics commit."""
+    host, port = host or ctx.cfg.exporter.host, port or ctx.cfg.exporter.port
+    exp = _exporter(ctx, host, port)
+    click.echo(f"derived figures on http://{host}:{port}/metrics over {ctx.lake}; Ctrl-C to stop", err=True)
+    stop = _stop_event()
+    try:
+        while not stop.wait(1.0):  # a timed wait, so Ctrl-C is seen at once
+            pass
+    finally:
+        exp.stop()
 
 
 # -- enforcer ------------------------------------------------------------------------------------------

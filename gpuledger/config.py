@@ -357,6 +357,25 @@ class DashboardConfig:
     )
 
 
+@dataclass(frozen=True)
+class ExporterConfig:
+    host: str = key(
+        "127.0.0.1",
+        "where `gpuledger exporter` (and `up`) serve /metrics; 0.0.0.0 lets a Prometheus on another machine scrape",
+        check=NOT_EMPTY,
+    )
+    port: int = key(9108, "its port", ge=1, le=65535, why="must be a TCP port (1-65535)")
+    # A check is a stat of the state folder (an S3 HEAD): cheap; a rebuild reads the analytics' tables (seconds on a
+    # year of 1,000 GPUs, benchmarks/exporter.py), and happens only when they committed since.
+    refresh_s: float = key(
+        30.0,
+        "how often it checks whether the analytics committed, and if so rebuilds its figures (never per scrape)",
+        unit="s",
+        ge=1,
+        why="must be at least 1 (the floor: each check asks the lake)",
+    )
+
+
 _MODE = "what a breach of the {} policy does: deny (enforce), admit with a warning (warn) or only record it (dry-run)"
 
 
@@ -429,6 +448,7 @@ class Config:
     dashboard_password: str = field(default="", repr=False)
     dashboard: DashboardConfig = section(DashboardConfig, "where the dashboards listen, and their login")
     enforcer: EnforcerConfig = section(EnforcerConfig, "the admission webhook's policies")
+    exporter: ExporterConfig = section(ExporterConfig, "where the Prometheus exporter of derived figures serves")
 
     def tenant_of_namespace(self) -> dict[str, str]:
         return {ns: t.name for t in self.tenants for ns in t.namespaces}
