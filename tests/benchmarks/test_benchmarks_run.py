@@ -26,6 +26,12 @@ N = r"[\d.,]+"
 
 # script -> the figure lines it must print, as regexes
 FIGURES: dict[str, tuple[str, ...]] = {
+    "exporter.py": (
+        rf"series {N}, /metrics {N} KiB \(baseline 4 series\)",
+        rf"scrape p50 {N} ms +p99 {N} ms +max {N} ms over {N} scrapes",
+        rf"ratio p99 {N}x",
+        rf"RSS {N} MiB after the scrapes, peak {N} MiB while building",
+    ),
     "analytics_run.py": (
         rf"analytics over {N} GPU samples \({N} GPU-hours\)",
         rf"round 1: baseline +{N} s +all analytics +{N} s +ratio {N}x +peak RSS {N} GB",

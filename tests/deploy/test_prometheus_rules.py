@@ -87,3 +87,28 @@ def test_every_metric_a_rule_reads_is_served():
         for name in set(re.findall(r"\bgpuledger_\w+", r["expr"])):
             base = name.removesuffix("_total")
             assert base in exporter or any(f'"{base}"' in src for src in served_by.values()), (r["alert"], name)
+
+
+def test_alerts_doc_names_every_rule_and_its_routing_example_parses():
+    doc = (REPO / "docs" / "alerts.md").read_text()
+    names = {r["alert"] for r in rules()}
+    assert [n for n in sorted(names) if f"`{n}`" not in doc] == []
+    example = yaml.safe_load(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    receivers = {r["name"] for r in example["receivers"]}
+
+    def walk(route):
+        yield route
+        for child in route.get("routes", []):
+            yield from walk(child)
+
+    routes = list(walk(example["route"]))
+    assert {r["receiver"] for r in routes if "receiver" in r} <= receivers
+    # every alert name a matcher's regex spells out is a rule of the file
+    matchers = [m for r in routes for m in r.get("matchers", [])]
+    matchers += [m for i in example["inhibit_rules"] for k in ("source_matchers", "target_matchers") for m in i[k]]
+    for m in matchers:
+        if m.startswith("alertname"):
+            pattern = m.split("=", 1)[1].lstrip("~").strip('"')
+            assert any(re.fullmatch(pattern, n) for n in names), m
+            words = re.findall(r"Gpuledger[A-Za-z0-9]+", pattern)
+            assert all(any(n.startswith(w) for n in names) for w in words), m  # no name misspelt

@@ -178,3 +178,13 @@ def test_the_documented_worst_case():
     per_tenant = 10 * c * t
     per_model = (10 + 3 + 4 + 1 + 2) * c * m + c * m * x
     assert series_bound(c, t, m, x) == per_tenant_model + per_tenant + per_model + 2 * c + 4 == 11_350
+
+
+def test_docs_list_every_metric_and_the_stated_worst_case():
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "exporter.md").read_text()
+    for name, spec in METRICS.items():
+        suffix = {"counter": "_total", "info": "_info"}.get(spec.kind, "")
+        assert f"`{name}{suffix}`" in doc, name
+    assert f"**{series_bound(3, 50, 6, 10):,} series**" in doc
