@@ -24,6 +24,9 @@ node = "uptest"
 [dashboard]
 port = {port}
 
+[exporter]
+port = {exporter_port}
+
 [simulator]
 nodes = 2
 gpus_per_node = 2
@@ -66,14 +69,17 @@ def _wait_for(p, text, timeout_s=60):
 @pytest.mark.slow
 def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     lake, cfg = tmp_path / "lake", tmp_path / "c.toml"
-    port = _free_port()
-    cfg.write_text(CONFIG.format(port=port))
+    port, exporter_port = _free_port(), _free_port()
+    cfg.write_text(CONFIG.format(port=port, exporter_port=exporter_port))
     started = time.time()
     p = _up(lake, cfg)
     head = _wait_for(p, "gpuledger is up")
     assert f"dashboards on http://127.0.0.1:{port}/" in head
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:  # the dashboards are up too
         assert r.status == 200 and b"gpuledger" in r.read()
+    assert f"derived figures on http://127.0.0.1:{exporter_port}/metrics" in head
+    with urllib.request.urlopen(f"http://127.0.0.1:{exporter_port}/metrics", timeout=30) as r:  # and the exporter
+        assert b"gpuledger_exporter_up 1.0" in r.read()
     assert "collector: the simulated fleet, because" in head  # says which source and why
     assert "empty lake: backfilling 0.05 days every 30 s, and 0.05 days before them every 300 s" in head
     time.sleep(2.5)

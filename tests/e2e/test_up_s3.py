@@ -37,6 +37,10 @@ port = {port}
 auth_user = "ops"
 auth_password_env = "UPS3_DASHBOARD_PASSWORD"
 
+[exporter]
+port = {exporter_port}
+refresh_s = 1
+
 [simulator]
 nodes = 2
 gpus_per_node = 2
@@ -94,9 +98,9 @@ def test_up_on_an_s3_lake_backfills_analyses_serves_and_stops_cleanly(moto_serve
     env = os.environ | moto_server.env() | {"XDG_STATE_HOME": str(tmp_path / "state")}
     for k, v in moto_server.env().items():  # this process reads the bucket too (polars' scan below)
         monkeypatch.setenv(k, v)
-    port = free_port()
+    port, exporter_port = free_port(), free_port()
     cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.format(port=port))
+    cfg.write_text(CONFIG.format(port=port, exporter_port=exporter_port))
     err = tmp_path / "up.stderr"
     with err.open("w") as log:
         p = subprocess.Popen(
@@ -151,6 +155,11 @@ def test_up_on_an_s3_lake_backfills_analyses_serves_and_stops_cleanly(moto_serve
         assert dict(any_model.select("tenant", "quota_gpus").iter_rows()) == QUOTA_GPUS
         for tenant, model, quota in rows.filter(pl.col("gpu_model").is_not_null()).iter_rows():
             assert (model, quota) == ("NVIDIA L4", QUOTA_GPUS[tenant]), tenant
+        # The exporter of derived figures reads the same bucket: the quotas, once it has seen the analytics commit.
+        want = b'gpuledger_tenant_quota_gpus{cluster="default",gpu_model="*",tenant="nlp"} 96.0'
+        while want not in (metrics := _get(f"http://127.0.0.1:{exporter_port}/metrics")[1]):
+            assert time.monotonic() < deadline, f"the exporter never served the quotas: {metrics[-500:]}"
+            time.sleep(1)
 
         p.send_signal(signal.SIGINT)  # Ctrl-C
         p.wait(timeout=120)

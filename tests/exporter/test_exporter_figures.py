@@ -183,3 +183,14 @@ def test_a_failed_rebuild_keeps_the_previous_snapshot_and_is_counted(case):
     s = samples(registry(exp))
     assert value(s, "gpuledger_exporter_snapshot_errors_total") >= 1
     assert value(s, "gpuledger_fleet_gpus", cluster="default", gpu_model=H100) == 8  # still the last good one
+
+
+def test_a_port_in_use_is_one_line(cli, case):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        r = cli("exporter", "--lake", case, "--port", busy.getsockname()[1])
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert "cannot serve the exporter on 127.0.0.1:" in r.output and "[exporter] port" in r.output
