@@ -844,6 +844,31 @@ def export_focus_cmd(ctx: Ctx, period, out, allow_unpriced) -> None:
         click.echo(f"left out: {model}: {hours:,.1f} GPU-hours with no rate", err=True)
 
 
+# -- report --------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--month", required=True, metavar="YYYY-MM", help="The calendar month (UTC) to report on.")
+@click.option("--out", required=True, metavar="FILE.html", help="The HTML file to write (atomically).")
+@click.option("--cluster", default=None, help="Only this cluster [every cluster in the lake].")
+@common
+def report(ctx: Ctx, month, out, cluster) -> None:
+    """One month of the fleet as a single self-contained HTML file for managers and finance: totals against budget
+    and last month, chargeback per tenant, active against allocated GPU-hours, idle holders, queue, fragmentation,
+    the capacity forecast and a reconciliation (docs/report.md)."""
+    from gpuledger.report import write_report
+    from gpuledger.report.month import parse_month
+
+    parse_month(month)
+    path = _out_path(out)
+    r = write_report(ctx.lake, ctx.cfg, month, path, cluster)
+    state = "partial month" if r.partial else "complete month"
+    click.echo(f"wrote the {month} report ({state}, {r.tenants} tenant(s), {r.total_usd or 0:,.2f} USD) to {path}")
+    if not r.reconciles:
+        raise click.ClickException(
+            f"the report's reconciliation does not hold: its parts sum to {r.parts_usd:,.2f} USD, the month's "
+            f"BilledCost is {r.total_usd or 0:,.2f} USD (run `gpuledger analyze`, then the report again)"
+        )
+
+
 # -- whatif --------------------------------------------------------------------------------------------
 @main.group()
 def whatif() -> None:

@@ -82,6 +82,12 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"largest spool between flushes +{N} MB",
         r"rows in the lake = rows acknowledged: yes",
     ),
+    "report.py": (
+        rf"report of {N}-{N} over .+: {N} GPUs, {N} day\(s\) of cost",
+        rf"round 1: views' queries alone {N} s +report \(queries \+ HTML \+ write\) {N} s +ratio {N}x",
+        rf"best of 1: queries {N} s +report {N} s +ratio {N}x +file {N} KB +reconciles: yes",
+        rf"gpuledger report, a whole process: {N} s",
+    ),
     "fragmentation.py": (
         rf"node_fragmentation, median of 1: {N} ms",
         rf"baseline, literal Python loop: +{N} ms",

@@ -37,6 +37,7 @@ COMMANDS = [
     ["dashboard"],
     ["export"],
     ["export", "focus"],
+    ["report"],
     ["import"],
     ["import", "jobs"],
     ["import", "trace"],
