@@ -23,11 +23,11 @@ from gpuledger.dashboards import access
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.access import HEALTH_PATH, Access
 from gpuledger.dashboards.data import DashData
-from gpuledger.dashboards.pages import capacity, enforcement, fragmentation, overview, queue, tenants, waste
+from gpuledger.dashboards.pages import capacity, enforcement, fleet, fragmentation, overview, queue, tenants, waste
 from gpuledger.dashboards.ui import problems
 from gpuledger.store import LakeRef
 
-PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement)
+PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement, fleet)
 
 
 @dataclass
@@ -57,7 +57,6 @@ def create_app(
     context = Context(DashData(lake, variables), whatif, placement)
     app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
     app.layout = lambda: _shell(context, refresh_s)  # a function: the model and tenant lists are read on each load
-    by_path = {p.PATH: p for p in PAGES}
 
     @app.callback(
         Output("page", "children"),
@@ -68,7 +67,7 @@ def create_app(
         Input("refresh", "n_intervals"),
     )
     def render(pathname, search, _ticks):
-        page = by_path.get(pathname or "/")
+        page, rest = route(pathname)
         if ctx.triggered_id == "refresh" and (page is None or getattr(page, "HEAVY", False)):
             return dash.no_update, dash.no_update, dash.no_update
         f, bad = flt.parse(search, context.data.bounds(), scope=access.scope())
@@ -76,7 +75,8 @@ def create_app(
         fresh = freshness_text(*context.data.freshness(), dt.datetime.now(dt.timezone.utc))
         if page is None:
             return html.Div([html.H2("Not found"), html.P(f"No page at {pathname}.")]), nav, fresh
-        return html.Div([html.H2(page.NAME), problems(bad), *page.layout(context, f)]), nav, fresh
+        body = page.layout(context, f) if rest is None else page.layout(context, f, rest)
+        return html.Div([html.H2(page.NAME), problems(bad), *body]), nav, fresh
 
     @app.callback(
         Output("url", "search"),
@@ -112,6 +112,20 @@ def create_app(
         access.guard(app.server, rules)
     app.server.config["GPULEDGER_CONTEXT"] = context
     return app
+
+
+def route(pathname: str | None) -> tuple[object | None, str | None]:
+    """(the page at `pathname`, None), or for a page with a PREFIX (one page per id under it: /fleet/node/...)
+    (that page, the rest of the path after the prefix, still percent-encoded), or (None, None)."""
+    path = pathname or "/"
+    for p in PAGES:
+        if p.PATH == path:
+            return p, None
+    for p in PAGES:
+        prefix = getattr(p, "PREFIX", None)
+        if prefix and path.startswith(prefix):
+            return p, path[len(prefix) :]
+    return None, None
 
 
 def freshness_text(data_to: dt.datetime | None, ran_at: dt.datetime | None, now: dt.datetime) -> str:

@@ -326,3 +326,63 @@ def forecast(frame: pl.DataFrame, title: str) -> go.Figure:
         fig.update_yaxes(title_text="GPUs (daily mean)", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text="day (UTC)", row=len(models), col=1)
     return fig
+
+
+def panels(frame: pl.DataFrame, x: str, rows: list[tuple[str, dict[str, str], str]], title: str) -> go.Figure:
+    """One GPU's metrics, one panel per row (title, {column: legend label}, y-axis title) on a shared time axis:
+    each quantity on its own scale and unit, never two units on one axis. A row whose columns are all empty is left
+    out (a metric the source does not report)."""
+    from plotly.subplots import make_subplots
+
+    rows = [r for r in rows if any(c in frame.columns and frame[c].null_count() < frame.height for c in r[1])]
+    if frame.is_empty() or not rows:
+        return empty(title, "no samples in this range")
+    fig = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=[r[0] for r in rows],
+        vertical_spacing=0.25 / len(rows),
+    )
+    fig.update_layout(title=title, **{**LAYOUT, "height": 100 + 170 * len(rows)})
+    xs = frame[x].to_list()
+    for i, (_, ys, y_title) in enumerate(rows, 1):
+        for col, label in ys.items():
+            if col in frame.columns:
+                fig.add_trace(go.Scatter(x=xs, y=frame[col].to_list(), mode="lines", name=label), row=i, col=1)
+        fig.update_yaxes(title_text=y_title, rangemode="tozero", row=i, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=len(rows), col=1)
+    return fig
+
+
+def small_multiples(
+    frame: pl.DataFrame, x: str, y: str, by: str, title: str, y_title: str, labels: dict | None = None, cols: int = 2
+) -> go.Figure:
+    """One small panel per value of `by` (a node's GPUs), all on the same y range, so eight GPUs read side by side
+    rather than as eight lines over one another. `labels`: panel title per value (default: the value)."""
+    from plotly.subplots import make_subplots
+
+    if frame.is_empty():
+        return empty(title, "no samples in this range")
+    groups = frame.partition_by(by, as_dict=True, maintain_order=True)
+    keys = [k for (k,) in groups]
+    n_rows = -(-len(keys) // cols)
+    names = [str((labels or {}).get(k, k)) for k in keys]
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        shared_xaxes=True,
+        shared_yaxes=True,
+        subplot_titles=names,
+        vertical_spacing=0.3 / n_rows,
+        horizontal_spacing=0.04,
+    )
+    fig.update_layout(title=title, showlegend=False, **{**LAYOUT, "height": 100 + 160 * n_rows})
+    top = frame[y].max()
+    for i, k in enumerate(keys):
+        g = groups[(k,)]
+        row, col = i // cols + 1, i % cols + 1
+        fig.add_trace(go.Scatter(x=g[x].to_list(), y=g[y].to_list(), mode="lines", name=names[i]), row=row, col=col)
+        fig.update_yaxes(range=[0, (top or 1) * 1.05], row=row, col=col, title_text=y_title if col == 1 else None)
+    fig.update_xaxes(title_text="time (UTC)", row=n_rows)
+    return fig

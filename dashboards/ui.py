@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import dash_ag_grid as dag
 import polars as pl
@@ -10,6 +11,7 @@ from dash import dcc, html
 
 from gpuledger.dashboards import format as fmt
 
+LINK_PREFIX = "__href_"  # a linked cell's href in its row (not a column: the grid neither shows nor exports it)
 NO_DATA = (
     "No analytics output yet. Run `gpuledger analyze` on a lake with telemetry (or `gpuledger up`, which collects "
     "and analyses every five minutes); this page fills in once it has."
@@ -41,18 +43,24 @@ def kpi(id_: str, label: str, value: float | int | str | None, unit: str = "", d
     )
 
 
-def table(id_: str, frame: pl.DataFrame, page_size: int = 15, digits: int = 2) -> html.Div:
+def table(
+    id_: str, frame: pl.DataFrame, page_size: int = 15, digits: int = 2, links: dict[str, Callable] | None = None
+) -> html.Div:
     """A grid (dash-ag-grid): sortable, filterable, paged, with a CSV export button. Headers, units and number
     formats come from dashboards/format.py: values are scaled to the header's unit here (a wait's seconds to
     minutes) and formatted in the browser (d3-format), so sorting stays numeric and the CSV holds the numbers the
     grid holds (all its rows, as filtered and sorted, not only the page shown). `digits`: float columns that the
-    registry does not know. An empty frame is a sentence, not an empty grid."""
+    registry does not know. An empty frame is a sentence, not an empty grid. `links`: column -> a function of the
+    row giving the href of that cell's page (dashboards/links.py), or None: the cell is drawn as a link to it
+    (assets/grid.js gpuledgerLink, its text as text), and the CSV keeps the plain value."""
     cols = {name: fmt.col(name) for name in frame.columns}  # every column looked up (an unknown one is logged)
     if frame.is_empty():
         return html.P("None in this range.", id=id_, className="note empty-table")
     defs, exprs = [], []
     for name, dtype in frame.schema.items():
         c, spec = cols[name], {"field": name, "headerName": cols[name].header}
+        if links and name in links:
+            spec["cellRenderer"] = "gpuledgerLink"
         if isinstance(dtype, pl.Datetime):
             exprs.append(
                 pl.col(name).dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%d %H:%M")
@@ -78,6 +86,9 @@ def table(id_: str, frame: pl.DataFrame, page_size: int = 15, digits: int = 2) -
                 spec["cellStyle"] = {"function": "gpuledgerBar(params)"}
         defs.append(spec)
     rows = frame.with_columns(exprs).to_dicts() if exprs else frame.to_dicts()
+    if links:  # each href from the row as the query gave it (a time as a datetime, not as the grid shows it)
+        for r, source in zip(rows, frame.to_dicts(), strict=True):
+            r.update({LINK_PREFIX + c: href(source) for c, href in links.items() if c in source})
     grid = dag.AgGrid(
         id=id_,
         rowData=rows,

@@ -23,3 +23,27 @@ dagfuncs.gpuledgerBar = function (params) {
     fontWeight: v > 100 ? "600" : "normal",
   };
 };
+
+/* A cell that names a node, GPU or job, as a link to its page (dashboards/ui.py table(links=...)): the href is in the
+   row under "__href_<column>", the text is the cell's value as text (never markup). A plain click moves within the
+   app as dcc.Link does (no reload); a click with a modifier opens a tab as any link does. */
+var dagcomps = (window.dashAgGridComponentFunctions = window.dashAgGridComponentFunctions || {});
+dagcomps.gpuledgerLink = function (props) {
+  var href = props.data && props.data["__href_" + props.colDef.field];
+  var text = props.valueFormatted != null ? props.valueFormatted : props.value;
+  if (!href) return React.createElement("span", null, text == null ? "" : String(text));
+  return React.createElement(
+    "a",
+    {
+      href: href,
+      onClick: function (event) {
+        if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        window.history.pushState({}, "", href);
+        window.dispatchEvent(new CustomEvent("_dashprivate_pushstate"));
+        window.scrollTo(0, 0);
+      },
+    },
+    text == null ? "" : String(text)
+  );
+};

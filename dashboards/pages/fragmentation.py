@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 from dash import Input, Output, State, dcc, html
 
-from gpuledger.dashboards import access, figures
+from gpuledger.dashboards import access, figures, links
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
@@ -90,7 +90,10 @@ def layout(ctx, f):
             "Whole-GPU view, latest hour: free GPUs stranded for jobs of 1, 2, 4, 8 GPUs",
             table("fr-stranded", stranded),
         ),
-        section("Worst nodes now: partly used, with free GPUs a whole-node job cannot take", table("fr-worst", worst)),
+        section(
+            "Worst nodes now: partly used, with free GPUs a whole-node job cannot take",
+            table("fr-worst", worst, links={"node": links.to_node(f)}),
+        ),
         section(
             "What a better scheduler would save",
             note(

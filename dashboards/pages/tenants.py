@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 from dash import html
 
-from gpuledger.dashboards import figures
+from gpuledger.dashboards import figures, links
 from gpuledger.dashboards import format as fmt
 from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
@@ -181,7 +181,13 @@ def layout(ctx, f):
             [f.start, f.end, *f.tenant_args],
             lake=True,
         )
-        out.append(section(f"Jobs of {f.tenant} submitted in the range (top 500 by cost)", table("ten-jobs", jobs)))
+        out.append(
+            section(
+                f"Jobs of {f.tenant} submitted in the range (top 500 by cost)",
+                table("ten-jobs", jobs, links={"job_id": links.to_job(f)}),
+            )
+        )
+        out.append(note("A job's id opens its page: the GPUs it held, each linked to its telemetry."))
     else:
         out.append(note("Pick a tenant in the filter bar for its jobs."))
     return out

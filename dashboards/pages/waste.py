@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuledger.dashboards import figures
+from gpuledger.dashboards import figures, links
 from gpuledger.dashboards.filters import BOTH_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
@@ -78,7 +78,9 @@ def layout(ctx, f):
             ),
             table("ws-tenant-table", t),
         ),
-        section("Top offending jobs (submitted in the range)", table("ws-jobs", jobs)),
+        section(
+            "Top offending jobs (submitted in the range)", table("ws-jobs", jobs, links={"job_id": links.to_job(f)})
+        ),
         section(
             "Idle now (at the last analysis)",
             note(
