@@ -129,12 +129,19 @@ def fleet_view(data, f: Filters) -> list:
     per = per.join(drilldown.fleet_use(data, f), on="cluster", how="full", coalesce=True).sort("cluster")
     return [
         _crumbs(f),
-        kpi("fl-n-clusters", "clusters", per.height, "clusters"),
-        kpi("fl-n-nodes", "nodes", n.height, "nodes"),
+        html.Div(
+            [
+                kpi("fl-f-clusters", "clusters", per.height, "clusters"),
+                kpi("fl-f-nodes", "nodes", n.height, "nodes"),
+                kpi("fl-f-gpus", "GPUs (nodes' counts)", n["gpu_count"].sum(), "GPUs"),
+            ],
+            className="kpis",
+        ),
         section(
             f"Clusters: GPUs, allocation and activity, {f.start} to {f.end} (means over the hours)",
             table("fl-clusters", per, links={"cluster": links.to_cluster(f)}),
         ),
+        section("Nodes", table("fl-nodes", n, links={"node": links.to_node(f), "cluster": links.to_cluster(f)})),
     ]
 
 
@@ -186,7 +193,8 @@ def cluster_view(data, f: Filters, cluster: str) -> list:
 def _gpu_label(row: dict) -> str:
     index = row.get("gpu_index")
     mig = f" {row['mig_profile']}" if row.get("mig_profile") else (" MIG" if row.get("parent_gpu_uuid") else "")
-    return (f"GPU {index}" if index is not None else row["gpu_uuid"][:16]) + mig
+    # Without an index (the rollups have none) the UUID's tail: a node's UUIDs often share their head.
+    return (f"GPU {index}" if index is not None else "…" + row["gpu_uuid"][-12:]) + mig
 
 
 def node_view(data, f: Filters, cluster: str, node: str) -> list:
@@ -217,7 +225,7 @@ def node_view(data, f: Filters, cluster: str, node: str) -> list:
             "GPUs",
             table(
                 "fl-n-gpus",
-                s,
+                _first(s.drop("cluster", "node"), "gpu_index", "gpu_uuid", "mig_profile", "parent_gpu_uuid"),
                 links={"gpu_uuid": links.to_gpu(f), "parent_gpu_uuid": links.to_gpu(f, "parent_gpu_uuid")},
             )
             if s.height
@@ -235,8 +243,14 @@ def node_view(data, f: Filters, cluster: str, node: str) -> list:
     ]
     ev = drilldown.events(data, f, node=node, cluster=cluster)
     out.append(_events_section(ev, f))
-    out.append(_pods_section(p, f))
+    out.append(_pods_section(p, f, "Pods that held its GPUs"))
     return out
+
+
+def _first(frame: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """`frame` with `cols` (those it has) first: a GPU's index and UUID before its figures."""
+    head = [c for c in cols if c in frame.columns]
+    return frame.select(head + [c for c in frame.columns if c not in head])
 
 
 def _events_section(ev: pl.DataFrame, f: Filters) -> html.Section:
@@ -246,8 +260,8 @@ def _events_section(ev: pl.DataFrame, f: Filters) -> html.Section:
     return section(title, table("fl-events", ev, links={"node": links.to_node(f), "gpu_uuid": links.to_gpu(f)}))
 
 
-def _pods_section(p: pl.DataFrame, f: Filters) -> html.Section:
-    title = f"Pods that held it ({p.height}{'+' if p.height >= drilldown.ROWS_MAX else ''})"
+def _pods_section(p: pl.DataFrame, f: Filters, title: str = "Pods that held it") -> html.Section:
+    title = f"{title} ({p.height}{'+' if p.height >= drilldown.ROWS_MAX else ''})"
     if p.is_empty():
         return section(title, note("No pod held it in this range.", "fl-no-pods"))
     hrefs = {"job_id": links.to_job(f), "gpu_uuid": links.to_gpu(f), "node": links.to_node(f)}

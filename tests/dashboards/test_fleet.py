@@ -261,7 +261,9 @@ def test_a_node_name_with_a_space_and_a_slash_is_one_segment(ctx):
     href = links.node_href("c", NODE2)
     assert href == "/fleet/node/c/rack%207%2Fn2"
     page = fleet.layout(ctx, DAY, href[len("/fleet/") :])
-    assert [r["node"] for r in by_id(page, "fl-n-gpus").data] == [NODE2]
+    assert [r["gpu_uuid"].split("]")[0] for r in by_id(page, "fl-n-gpus").data] == ["[GPU\\-3"]
+    crumbs = [c.href for c in walk(by_id(page, "fl-crumbs")) if getattr(c, "href", None)]
+    assert crumbs[-1] == "/fleet/node/c/rack%207%2Fn2?start=2026-11-01&end=2026-11-02"
 
 
 def test_the_cluster_page_lists_its_nodes_with_counts_and_use(ctx):
@@ -273,7 +275,12 @@ def test_the_cluster_page_lists_its_nodes_with_counts_and_use(ctx):
     }
     n1 = rows["[n1](/fleet/node/c/n1?start=2026-11-01&end=2026-11-02)"]
     # GPU-0's hours on Nov 1-2: samples 60 + 20 + 60, util (30 x 60 + 10 x 20 + 50 x 60) / 140 = 35.7 %
-    assert (n1["gpu_count"], n1["gpus_reporting"], n1["util_gpu_pct_mean"], n1["allocated_pct"]) == (3, 1, pytest.approx(5000 / 140), 50.0)
+    assert (n1["gpu_count"], n1["gpus_reporting"], n1["util_gpu_pct_mean"], n1["allocated_pct"]) == (
+        3,
+        1,
+        pytest.approx(5000 / 140),
+        50.0,
+    )
     assert by_id(page, "fl-c-gpus").children == "4"
     # fleet_hourly: 2 of 5 GPUs allocated = 40 %, 1 of 2 busy = 50 %
     assert (by_id(page, "fl-c-allocated").children, by_id(page, "fl-c-busy").children) == ("40.0", "50.0")
