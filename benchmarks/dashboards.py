@@ -20,6 +20,7 @@ reported too. Needs chromedriver on PATH; without it the browser part is skipped
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import statistics
 import sys
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 # The repository first: this script's own folder (sys.path[0]) holds a dashboards.py that hides the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -146,11 +148,52 @@ def browser_loads(app, pages, search: str, loads: int = 3) -> dict[str, tuple[fl
                     )
                 )
                 times.append(time.perf_counter() - t0)
-            out[page.NAME] = (min(times), statistics.median(times))
+            out[getattr(page, "LABEL", page.NAME)] = (min(times), statistics.median(times))
     finally:
         driver.quit()
         server.shutdown()
     return out
+
+
+def fleet_targets(data) -> dict[str, str]:
+    """Paths of the fleet pages for the first node of the lake, and the GPU and job of its latest allocation."""
+    from gpuledger.dashboards import links
+
+    node = data.frame("SELECT cluster, node FROM nodes ORDER BY cluster, node LIMIT 1").row(0, named=True)
+    gpu, job, tenant = data.frame(
+        "SELECT gpu_uuid, job_id, tenant FROM gpu_allocations WHERE cluster = ? AND node = ? AND gpu_uuid IS NOT NULL "
+        "ORDER BY start DESC LIMIT 1",
+        [node["cluster"], node["node"]],
+        lake=True,
+    ).row(0)
+    return {
+        "cluster": links.cluster_href(node["cluster"]),
+        "node": links.node_href(node["cluster"], node["node"]),
+        "GPU": links.gpu_href(gpu),
+        "job": links.job_href(node["cluster"], job),
+        "tenant": tenant,
+    }
+
+
+def fleet_rows(client, paths: dict[str, str], hi, year: str, runs: int) -> list[tuple[str, tuple]]:
+    """The fleet pages at each resolution their range picks: 2 days (every sample), 7 days (5-minute buckets), the
+    default 30 days (hours) and the whole year (days from the hours); a GPU seen by one tenant (its holds)."""
+    ranges = {
+        "2 days": f"?start={hi - dt.timedelta(days=1)}&end={hi}",
+        "7 days": f"?start={hi - dt.timedelta(days=6)}&end={hi}",
+        "default 30 days": "",
+        "whole year": year,
+    }
+    rows = []
+    for label in ("cluster", "node", "GPU"):
+        for k, search in ranges.items():
+            if label == "cluster" and k in ("2 days", "7 days"):
+                continue  # the cluster page reads the hourly rollup at any range
+            rows.append((f"Fleet: {label}, {k}", timed(client, render_body(paths[label], search), runs)))
+    rows.append(("Fleet: job", timed(client, render_body(paths["job"], ""), runs)))
+    one = ranges["2 days"] + "&tenant=" + paths["tenant"]
+    rows.append(("Fleet: GPU, 2 days, one tenant's holds", timed(client, render_body(paths["GPU"], one), runs)))
+    return rows
 
 
 def main() -> None:
@@ -206,6 +249,8 @@ def run(a) -> None:
         ):
             t = timed(client, render_body(page.PATH, search), a.runs)
             rows.append((f"{page.NAME}: {label}", t))
+    paths = fleet_targets(data)
+    rows += fleet_rows(client, paths, hi, year, a.runs)
     rows.append(("filter bar -> URL (sync)", timed(client, sync_body(month, model), a.runs)))
     rows.append(("what-if, 7 days of jobs, +64 GPUs", timed(client, whatif_body(model, month), max(3, a.runs // 4))))
     for label, t in rows:
@@ -214,7 +259,9 @@ def run(a) -> None:
             worst = max(worst, t[1])
     print(f"slowest callback p95 (what-if apart): {worst:.3f} s (target < 0.5 s)")
     # --tiny: one load of one page shows the browser part still runs; all seven pages would add ~10 s.
-    loads = browser_loads(app, PAGES[:1], "", loads=1) if a.tiny else browser_loads(app, PAGES, "")
+    # The fleet's node and GPU pages too (the default range: hours), under the labels they print as.
+    drill = [SimpleNamespace(PATH=paths[k], NAME="Fleet", LABEL=f"Fleet: {k}") for k in ("node", "GPU")]
+    loads = browser_loads(app, PAGES[:1], "", loads=1) if a.tiny else browser_loads(app, [*PAGES, *drill], "")
     if loads:
         print(f"{'first page load in Chromium (default range)':44s} {'best':>7s} {'median':>7s}")
         for name, (best, med) in loads.items():

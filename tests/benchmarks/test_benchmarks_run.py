@@ -104,6 +104,8 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"snapshot of the analytics tables: built in {N} s",
         rf"baseline: router, no query \(not found\) +{N}",
         rf"Overview: default 30 days +{N} +{N} +{N} +{N}x",
+        rf"Fleet: GPU, 2 days +{N} +{N} +{N} +{N}x",
+        rf"Fleet: node, whole year +{N} +{N} +{N} +{N}x",
         rf"what-if, 7 days of jobs, \+64 GPUs +{N}",
         rf"slowest callback p95 \(what-if apart\): {N} s",
     ),
