@@ -72,17 +72,20 @@ HOLDS_SCHEMA = {"gpu_uuid": pl.String, "s": pl.Datetime("us", "UTC"), "e": pl.Da
 
 
 def holds(data, f: Filters, *, gpu_uuids: list[str] | None = None, node: str | None = None, cluster=None):
-    """When the tenants of `f` held each GPU (of `gpu_uuids`, or of one node) in the range, cut to it, overlapping
-    and touching holds merged."""
-    frame = data.frame(
-        'SELECT gpu_uuid, greatest(start, ?) AS s, least("end", ?) AS e FROM gpu_allocations '
-        'WHERE date <= ? AND start < ? AND "end" > ? AND gpu_uuid IS NOT NULL AND '
-        f"{_GPUS_SQL} AND {_NODE_SQL} AND {TENANT_SQL}",
-        [f.start_ts, f.end_ts, f.end, f.end_ts, f.start_ts, gpu_uuids, gpu_uuids, node, node, cluster, cluster]
-        + f.tenant_args,
-        lake=True,
+    """When the tenants of `f` held each GPU (of `gpu_uuids`, or of one node) in the range: `holds_of` their pods."""
+    return holds_of(pods(data, f, gpu_uuids=gpu_uuids, node=node, cluster=cluster, limit=None), f)
+
+
+def holds_of(allocations: pl.DataFrame, f: Filters) -> pl.DataFrame:
+    """The holds of these gpu_allocations rows (TENANT_SQL's: the tenants of `f`), cut to the range, overlapping and
+    touching ones merged. A page that lists the pods anyway derives the holds from them: one read of the year's
+    gpu_allocations files (~0.14 s on a year of 1,000 GPUs) rather than two."""
+    cut = allocations.drop_nulls("gpu_uuid").select(
+        "gpu_uuid",
+        pl.max_horizontal("start", pl.lit(f.start_ts, HOLDS_SCHEMA["s"])).alias("s"),
+        pl.min_horizontal("end", pl.lit(f.end_ts, HOLDS_SCHEMA["e"])).alias("e"),
     )
-    return merge(frame) if frame.height else pl.DataFrame(schema=HOLDS_SCHEMA)
+    return merge(cut.filter(pl.col("s") < pl.col("e"))) if cut.height else pl.DataFrame(schema=HOLDS_SCHEMA)
 
 
 def merge(intervals: pl.DataFrame) -> pl.DataFrame:
@@ -101,13 +104,19 @@ def merge(intervals: pl.DataFrame) -> pl.DataFrame:
 
 
 def inside(frame: pl.DataFrame, held: pl.DataFrame, width: dt.timedelta, t: str = "t") -> pl.DataFrame:
-    """The rows of `frame` whose [t, t + width) lies wholly within one hold of their gpu_uuid (a sample: t in it)."""
+    """The rows of `frame` whose [t, t + width) lies wholly within one hold of their gpu_uuid (a sample: t in it).
+    `held` is disjoint per GPU (`merge`), so the one hold that can contain a row is the last to start at or before
+    it: an as-of join, linear in the rows (a join on the GPU alone made a year of a node's hours times a tenant's
+    holds, ~35M pairs and 10 s)."""
     if frame.is_empty():
         return frame
-    rows = frame.with_row_index("_row")
-    within = (pl.col(t) >= pl.col("s")) & (pl.col(t) < pl.col("e")) & (pl.col(t) + width <= pl.col("e"))
-    keep = rows.join(held, on="gpu_uuid", how="inner").filter(within)["_row"].unique()
-    return rows.filter(pl.col("_row").is_in(keep.implode())).drop("_row")
+    rows = frame.with_row_index("_row").sort(t)
+    marks = held.sort("s").with_columns(pl.col("s").alias("_s"))
+    # Both sides are sorted on their keys just above (polars cannot check it within `by` groups, and would warn).
+    found = rows.join_asof(marks, left_on=t, right_on="_s", by="gpu_uuid", strategy="backward", check_sortedness=False)
+    within = pl.col("e").is_not_null() & (pl.col(t) < pl.col("e")) & (pl.col(t) + width <= pl.col("e"))
+    keep = found.filter(within)["_row"]
+    return frame.with_row_index("_row").filter(pl.col("_row").is_in(keep.implode())).drop("_row")
 
 
 # -- telemetry -------------------------------------------------------------------------------------------------------
@@ -128,10 +137,20 @@ def _series_sql(res: Resolution, where: str) -> str:
     )
 
 
-def series(data, f: Filters, *, gpu_uuid: str | None = None, node: str | None = None, cluster: str | None = None):
+def series(data, f: Filters, *, gpu_uuid=None, node=None, cluster=None) -> tuple[pl.DataFrame, Resolution]:
     """(telemetry rows of one GPU and its MIG instances, or of every GPU of one node, at `resolution(f)`, the
     resolution). Held-only when `restricted(f)`. Columns: t, identity, util_gpu_pct, sm_active_pct, mem_used_gib,
     power_w, samples, and the native-only ones at native resolution (allocated_pct at the others)."""
+    frame, res = read_series(data, f, gpu_uuid=gpu_uuid, node=node, cluster=cluster)
+    held = None
+    if restricted(f) and frame.height:
+        held = holds(data, f, gpu_uuids=frame["gpu_uuid"].unique().to_list(), node=node, cluster=cluster)
+    return finish_series(frame, res, held), res
+
+
+def read_series(data, f: Filters, *, gpu_uuid=None, node=None, cluster=None) -> tuple[pl.DataFrame, Resolution]:
+    """The rows `series` starts from: every row of the range (whoever held the GPU), hours where it sums days.
+    Not for showing before `finish_series` cuts them to the holds."""
     res = resolution(f)
     time = res.time
     where = (
@@ -139,11 +158,15 @@ def series(data, f: Filters, *, gpu_uuid: str | None = None, node: str | None = 
         f"AND (CAST(? AS VARCHAR) IS NULL OR gpu_uuid = ? OR parent_gpu_uuid = ?) AND {_NODE_SQL}"
     )
     params = [f.start, f.end, f.start_ts, f.end_ts, *f.cluster_args, gpu_uuid, gpu_uuid, gpu_uuid]
-    frame = data.frame(_series_sql(res, where), params + [node, node, cluster, cluster], lake=True)
-    if restricted(f) and frame.height:
-        held = holds(data, f, gpu_uuids=frame["gpu_uuid"].unique().to_list(), node=node, cluster=cluster)
+    return data.frame(_series_sql(res, where), params + [node, node, cluster, cluster], lake=True), res
+
+
+def finish_series(frame: pl.DataFrame, res: Resolution, held: pl.DataFrame | None) -> pl.DataFrame:
+    """`read_series`' rows inside `held` (None: all of them), then summed into days where `res` says (after the cut:
+    a day's mean is of the held hours only)."""
+    if held is not None:
         frame = inside(frame, held, res.width)
-    return (daily(frame) if res.daily else frame), res
+    return daily(frame) if res.daily else frame
 
 
 def daily(hourly: pl.DataFrame) -> pl.DataFrame:
@@ -197,7 +220,7 @@ def summary(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 # -- events, pods ----------------------------------------------------------------------------------------------------
-def events(data, f: Filters, *, gpu_uuids: list[str] | None = None, node: str | None = None, cluster=None):
+def events(data, f: Filters, *, gpu_uuids=None, node=None, cluster=None, held: pl.DataFrame | None = None):
     """Health events (Xid, ECC, lost, throttle, ...) of these GPUs, or of one node, in the range, newest first.
     Held-only when `restricted(f)`: an event of a held GPU while held (a node's own events, with no GPU, drop)."""
     if not data.has("health_events"):
@@ -209,24 +232,30 @@ def events(data, f: Filters, *, gpu_uuids: list[str] | None = None, node: str | 
         [f.start, f.end, f.start_ts, f.end_ts, *f.cluster_args, gpu_uuids, gpu_uuids, node, node, cluster, cluster],
     )
     if restricted(f) and frame.height:
-        held = holds(data, f, gpu_uuids=gpu_uuids, node=node, cluster=cluster)
+        if held is None:
+            held = holds(data, f, gpu_uuids=gpu_uuids, node=node, cluster=cluster)
         frame = inside(frame.drop_nulls("gpu_uuid"), held, dt.timedelta(0), t="ts")
     return frame
 
 
-def pods(data, f: Filters, *, gpu_uuids=None, node=None, cluster=None, job_id=None, in_range: bool = True):
-    """The pods that held these GPUs, this node's GPUs or this job's (gpu_allocations), with when and what share;
-    only the viewer's tenants' (TENANT_SQL). `in_range`: holds overlapping the range only."""
+def pods(data, f: Filters, *, gpu_uuids=None, node=None, cluster=None, job_id=None, in_range=True, limit=ROWS_MAX):
+    """The pods that held these GPUs, this node's GPUs or this job's (gpu_allocations), with when and what share,
+    newest first; only the viewer's tenants' (TENANT_SQL). `in_range`: holds overlapping the range only. `limit`:
+    the first rows (None: all, to derive holds from)."""
     window, window_args = (
         ('AND date <= ? AND start < ? AND "end" > ? ', [f.end, f.end_ts, f.start_ts]) if in_range else ("", [])
     )
     return data.frame(
         'SELECT cluster, node, gpu_uuid, job_id, tenant, namespace, pod, share, start, "end", open '
         f"FROM gpu_allocations WHERE {_GPUS_SQL} AND {_NODE_SQL} AND (CAST(? AS VARCHAR) IS NULL OR job_id = ?) "
-        f"{window}AND {TENANT_SQL} ORDER BY start DESC, gpu_uuid, job_id LIMIT {ROWS_MAX}",
+        f"{window}AND {TENANT_SQL} ORDER BY start DESC, gpu_uuid, job_id{_limit(limit)}",
         [gpu_uuids, gpu_uuids, node, node, cluster, cluster, job_id, job_id, *window_args, *f.tenant_args],
         lake=True,
     )
+
+
+def _limit(rows: int | None) -> str:
+    return "" if rows is None else f" LIMIT {int(rows)}"
 
 
 # -- fleet and cluster -----------------------------------------------------------------------------------------------

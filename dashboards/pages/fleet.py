@@ -10,6 +10,7 @@ tenants never held in the range, gets the same "no such ..." page: it says nothi
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import polars as pl
@@ -198,8 +199,14 @@ def _gpu_label(row: dict) -> str:
 
 
 def node_view(data, f: Filters, cluster: str, node: str) -> list:
-    frame, res = drilldown.series(data, f, node=node, cluster=cluster)
-    p = drilldown.pods(data, f, node=node, cluster=cluster)
+    # Two reads of the lake, at once (each is mostly listing and opening a year of files).
+    with ThreadPoolExecutor(2) as pool:
+        raw = pool.submit(drilldown.read_series, data, f, node=node, cluster=cluster)
+        every = drilldown.pods(data, f, node=node, cluster=cluster, limit=None)
+        frame, res = raw.result()
+    held = drilldown.holds_of(every, f) if drilldown.restricted(f) else None
+    frame = drilldown.finish_series(frame, res, held)
+    p = every.head(drilldown.ROWS_MAX)
     info = (
         pl.DataFrame() if drilldown.restricted(f) else drilldown.nodes(data, f, cluster).filter(pl.col("node") == node)
     )
@@ -241,7 +248,7 @@ def node_view(data, f: Filters, cluster: str, node: str) -> list:
             ),
         ),
     ]
-    ev = drilldown.events(data, f, node=node, cluster=cluster)
+    ev = drilldown.events(data, f, node=node, cluster=cluster, held=held)
     out.append(_events_section(ev, f))
     out.append(_pods_section(p, f, "Pods that held its GPUs"))
     return out
@@ -283,10 +290,18 @@ PANELS = [
 
 
 def gpu_view(data, f: Filters, gpu_uuid: str) -> list:
-    frame, res = drilldown.series(data, f, gpu_uuid=gpu_uuid)
+    with ThreadPoolExecutor(2) as pool:  # as on the node page: two reads of the lake at once
+        raw = pool.submit(drilldown.read_series, data, f, gpu_uuid=gpu_uuid)
+        every = drilldown.pods(data, f, gpu_uuids=[gpu_uuid], limit=None)
+        frame, res = raw.result()
+    mig = sorted(frame.filter(pl.col("parent_gpu_uuid") == gpu_uuid)["gpu_uuid"].unique().to_list())
+    if mig:  # its MIG instances' pods too (known only once its samples are read)
+        every = pl.concat([every, drilldown.pods(data, f, gpu_uuids=mig, limit=None)]).sort("start", descending=True)
+    held = drilldown.holds_of(every, f) if drilldown.restricted(f) else None
+    frame = drilldown.finish_series(frame, res, held)
     own = frame.filter(pl.col("gpu_uuid") == gpu_uuid)
     children = sorted(frame.filter(pl.col("parent_gpu_uuid") == gpu_uuid)["gpu_uuid"].unique().to_list())
-    p = drilldown.pods(data, f, gpu_uuids=[gpu_uuid, *children])
+    p = every.head(drilldown.ROWS_MAX)
     if own.is_empty() and not children and p.is_empty():
         return _missing("GPU", gpu_uuid, f)
     ident = (own if own.height else p).row(-1, named=True)
@@ -351,7 +366,7 @@ def gpu_view(data, f: Filters, gpu_uuid: str) -> list:
                 table("fl-g-throttle", reasons) if reasons.height else note("No clocks event reason set in the range."),
             )
         )
-    out.append(_events_section(drilldown.events(data, f, gpu_uuids=[gpu_uuid, *children]), f))
+    out.append(_events_section(drilldown.events(data, f, gpu_uuids=[gpu_uuid, *mig], held=held), f))
     out.append(_pods_section(p, f))
     return out
 
