@@ -52,6 +52,9 @@ COUNT = Unit("", ",.0f")
 RATIO = Unit("", ",.2f")  # a factor or a ratio: no unit
 MS = Unit("ms", ",.1f")
 KWH = Unit("kWh", ",.1f")
+GIB = Unit("GiB", ",.1f")
+WATT = Unit("W", ",.0f")
+SHARE = Unit("of a GPU", ",.2f")  # 1 whole, 0.5 half, 0.14 a 1g MIG slice of 7
 TEXT = Unit("", None)
 UTC = Unit("UTC", None)  # a time: written YYYY-MM-DD HH:MM, the header says UTC
 DAY = Unit("UTC", None)  # a UTC day, YYYY-MM-DD
@@ -95,6 +98,13 @@ REGISTRY: dict[str, Col] = {
         method="Forecast method",
         size_bucket="Job size (GPUs)",
         queue="Queue",
+        gpu_uuid="GPU",
+        parent_gpu_uuid="Physical GPU",
+        model="GPU model",
+        gpu_models="GPU models",
+        bit="Bit",
+        detail="Detail",
+        open="Still held",
     ),
     **_cols(
         GPUS,
@@ -120,6 +130,9 @@ REGISTRY: dict[str, Col] = {
         stranded_2gpu="Stranded for 2-GPU jobs",
         stranded_4gpu="Stranded for 4-GPU jobs",
         stranded_8gpu="Stranded for 8-GPU jobs",
+        gpu_count="GPUs",
+        gpus_mean="Mean GPUs",
+        gpus_reporting="GPUs reporting",
     ),
     **_cols(
         GPU_H,
@@ -150,6 +163,11 @@ REGISTRY: dict[str, Col] = {
         backtest_wape_pct="WAPE",
         baseline_wape_pct="Baseline WAPE",
         backtest_mape_pct="MAPE",
+        allocated_pct="Allocated share",
+        busy_pct_of_allocated="Busy share of allocated",
+        util_gpu_pct_mean="Mean utilization",
+        sm_active_pct_mean="Mean SM activity",
+        pct_of_samples="Share of samples",
     ),
     **_cols(FRACTION_PCT, efficiency="Busy share of allocated", frag_rate="Fragmentation rate"),
     **_cols(PCT_OF_LIMIT, quota_used_pct="Used of quota"),
@@ -177,6 +195,8 @@ REGISTRY: dict[str, Col] = {
         pending_jobs_max="Waiting jobs (hour's max)",
         unplaceable_jobs="Jobs that no longer fit",
         history_days="History (days)",
+        samples="Samples",
+        code="Code",
     ),
     **_cols(
         RATIO,
@@ -189,6 +209,9 @@ REGISTRY: dict[str, Col] = {
     ),
     **_cols(MS, latency_p99_ms="p99 latency"),
     **_cols(KWH, energy_kwh="Energy"),
+    **_cols(GIB, gpu_mem_gib="GPU memory", mem_used_gib_max="Peak memory used"),
+    **_cols(WATT, power_w_mean="Mean power"),
+    **_cols(SHARE, share="Share held"),
     **_cols(
         UTC,
         ts="Time",
@@ -199,6 +222,12 @@ REGISTRY: dict[str, Col] = {
         finished_at="Finished",
         idle_since="Idle since",
         computed_at="Computed",
+        start="From",
+        end="To",
+        first="First seen",
+        last="Last seen",
+        first_seen="First seen",
+        last_seen="Last seen",
     ),
     **_cols(
         DAY,

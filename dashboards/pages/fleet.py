@@ -18,7 +18,7 @@ from dash import dcc, html
 
 from gpuledger.dashboards import clock_events, drilldown, figures, links
 from gpuledger.dashboards.filters import TENANT_SQL, Filters
-from gpuledger.dashboards.ui import NO_DATA, graph, kpi, note, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/fleet"
 PREFIX = "/fleet/"
@@ -28,7 +28,7 @@ NAME = "Fleet"
 def layout(ctx, f: Filters, rest: str = ""):
     data = ctx.data
     if not data.has("fleet_hourly"):
-        return [note(NO_DATA, "no-data")]
+        return [no_data(data)]
     parts = links.split(rest)
     if parts is None:
         return _missing("page", rest[:200], f, why="That address holds no id a cluster, node, GPU or job can have.")
@@ -384,11 +384,15 @@ def job_view(data, f: Filters, cluster: str, job_id: str) -> list:
     if p.is_empty() and job.is_empty():
         return _missing("job", f"{cluster}/{job_id}", f, why=_job_why(f))
     # Each GPU links to its page over the days this job held it (computed here: the table shows times as text).
-    days = [links.gpu_href(g, links.days_of(f, s, e)) for g, s, e in p.select("gpu_uuid", "start", "end").rows()]
+    days = {
+        (g, s, e): links.gpu_href(g, links.days_of(f, s, e)) for g, s, e in p.select("gpu_uuid", "start", "end").rows()
+    }
     shown = p.select("gpu_uuid", "node", "pod", "namespace", "share", "start", "end", "open", "cluster")
-    hrefs = {"gpu_uuid": lambda r: r["_href"] if r["gpu_uuid"] else None, "node": links.to_node(f)}
-    rows = table("fl-j-gpus", shown.with_columns(pl.Series("_href", days, pl.String)), links=hrefs)
-    rows.columns = [c for c in rows.columns if c["id"] != "_href"]
+    hrefs = {
+        "gpu_uuid": lambda r: days[(r["gpu_uuid"], r["start"], r["end"])] if r["gpu_uuid"] else None,
+        "node": links.to_node(f),
+    }
+    rows = table("fl-j-gpus", shown, links=hrefs)
     return [
         _crumbs(f, (cluster, links.cluster_href(cluster, f)), (job_id, links.job_href(cluster, job_id, f))),
         section("Job", table("fl-j-job", job) if job.height else note("Not in job_stats (not analysed yet).")),

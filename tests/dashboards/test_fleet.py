@@ -23,6 +23,7 @@ from gpuledger.dashboards.app import Context, create_app, route
 from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.filters import Filters
 from gpuledger.dashboards.pages import fleet, fragmentation, tenants, waste
+from gpuledger.dashboards.ui import LINK_PREFIX
 
 from builders import at, epoch_us, page_request, write_rows
 
@@ -142,8 +143,22 @@ def text(tree) -> str:
     return " ".join(out)
 
 
+def grid_rows(tree, table_id) -> list[dict]:
+    """A grid's rows as the browser gets them (ui.table), each linked cell written "[text](href)": its text as
+    sent and the href the row carries for it (LINK_PREFIX + column)."""
+    out = []
+    for r in by_id(tree, table_id).rowData:
+        row = {k: v for k, v in r.items() if not k.startswith(LINK_PREFIX)}
+        for k, href in r.items():
+            if k.startswith(LINK_PREFIX) and href is not None:
+                col = k.removeprefix(LINK_PREFIX)
+                row[col] = f"[{row[col]}]({href})"
+        out.append(row)
+    return out
+
+
 def column(tree, table_id, col) -> list:
-    return [r[col] for r in by_id(tree, table_id).data]
+    return [r[col] for r in grid_rows(tree, table_id)]
 
 
 # -- clocks event reasons ------------------------------------------------------------------------------------------
@@ -185,7 +200,7 @@ def test_a_gpu_page_shows_its_samples_means_and_reasons(ctx):
     assert kpis == {"fl-g-util": "30.0", "fl-g-sm": "20.0", "fl-g-mem": "4.0", "fl-g-power": "200", "fl-g-temp": "85"}
     assert by_id(page, "fl-g-limited").children == "33.3"  # 1 sample of 3 with a reason other than GpuIdle
     reasons = {r["reason"]: (r["bit"], r["samples"], round(r["pct_of_samples"], 1))
-               for r in by_id(page, "fl-g-throttle").data}  # fmt: skip
+               for r in grid_rows(page, "fl-g-throttle")}  # fmt: skip
     assert reasons == {"GpuIdle": ("0x1", 1, 33.3), "SwPowerCap": ("0x4", 1, 33.3),
                        "SwThermalSlowdown": ("0x20", 1, 33.3)}  # fmt: skip
     assert "every sample" in text(by_id(page, "fl-resolution"))
@@ -194,13 +209,13 @@ def test_a_gpu_page_shows_its_samples_means_and_reasons(ctx):
     assert panels == ["utilization and SM activity", "memory", "power", "temperature", "clocks"]
     assert list(series.data[0].y) == [10.0, 20.0, 60.0]
     # The pods that held it, with their times, newest first; each job links to its page.
-    pods = by_id(page, "fl-pods")
-    assert [(r["pod"], r["start"], r["end"]) for r in pods.data] == [
-        ("pod-jb", "2026-11-01 10:01 UTC", "2026-11-01 10:03 UTC"),
-        ("pod-ja", "2026-11-01 10:00 UTC", "2026-11-01 10:01 UTC"),
+    pods = grid_rows(page, "fl-pods")
+    assert [(r["pod"], r["start"], r["end"]) for r in pods] == [
+        ("pod-jb", "2026-11-01 10:01", "2026-11-01 10:03"),
+        ("pod-ja", "2026-11-01 10:00", "2026-11-01 10:01"),
     ]
-    assert pods.data[1]["job_id"] == "[ja](/fleet/job/c/ja?start=2026-11-01&end=2026-11-02)"
-    assert [(r["kind"], r["code"]) for r in by_id(page, "fl-events").data] == [("ecc", None), ("xid", 79)]
+    assert pods[1]["job_id"] == "[ja](/fleet/job/c/ja?start=2026-11-01&end=2026-11-02)"
+    assert [(r["kind"], r["code"]) for r in grid_rows(page, "fl-events")] == [("ecc", None), ("xid", 79)]
 
 
 def test_a_longer_range_reads_5_minute_buckets_and_says_what_it_lacks(ctx):
@@ -241,34 +256,34 @@ def test_a_mig_instance_names_its_parent_and_the_parent_its_instances(ctx):
 # -- a node, a cluster, the fleet ----------------------------------------------------------------------------------
 def test_a_node_page_lists_its_gpus_with_links_and_one_panel_each(ctx):
     page = fleet.layout(ctx, DAY, "node/c/n1")
-    gpus = by_id(page, "fl-n-gpus").data
+    gpus = grid_rows(page, "fl-n-gpus")
     assert [r["gpu_uuid"] for r in gpus] == [
-        "[GPU\\-0](/fleet/gpu/GPU-0?start=2026-11-01&end=2026-11-02)",
-        "[GPU\\-1](/fleet/gpu/GPU-1?start=2026-11-01&end=2026-11-02)",
-        "[GPU\\-2](/fleet/gpu/GPU-2?start=2026-11-01&end=2026-11-02)",
-        "[MIG\\-2a](/fleet/gpu/MIG-2a?start=2026-11-01&end=2026-11-02)",
+        "[GPU-0](/fleet/gpu/GPU-0?start=2026-11-01&end=2026-11-02)",
+        "[GPU-1](/fleet/gpu/GPU-1?start=2026-11-01&end=2026-11-02)",
+        "[GPU-2](/fleet/gpu/GPU-2?start=2026-11-01&end=2026-11-02)",
+        "[MIG-2a](/fleet/gpu/MIG-2a?start=2026-11-01&end=2026-11-02)",
     ]
     assert [round(r["util_gpu_pct_mean"], 6) for r in gpus] == [30.0, 0.0, 50.0, 40.0]
-    assert gpus[3]["parent_gpu_uuid"] == "[GPU\\-2](/fleet/gpu/GPU-2?start=2026-11-01&end=2026-11-02)"
+    assert gpus[3]["parent_gpu_uuid"] == "[GPU-2](/fleet/gpu/GPU-2?start=2026-11-01&end=2026-11-02)"
     fig = by_id(page, "fl-n-util").figure
     assert [a.text for a in fig.layout.annotations] == ["GPU 0", "GPU 1", "GPU 2", "GPU 2 1g.10gb"]
     assert len(fig.data) == 4  # one line per panel, none over another
     assert by_id(page, "fl-n-count").children == "3"
-    assert {r["kind"] for r in by_id(page, "fl-events").data} == {"xid", "ecc", "scrape_error"}
+    assert {r["kind"] for r in grid_rows(page, "fl-events")} == {"xid", "ecc", "scrape_error"}
 
 
 def test_a_node_name_with_a_space_and_a_slash_is_one_segment(ctx):
     href = links.node_href("c", NODE2)
     assert href == "/fleet/node/c/rack%207%2Fn2"
     page = fleet.layout(ctx, DAY, href[len("/fleet/") :])
-    assert [r["gpu_uuid"].split("]")[0] for r in by_id(page, "fl-n-gpus").data] == ["[GPU\\-3"]
+    assert [r["gpu_uuid"].split("]")[0] for r in grid_rows(page, "fl-n-gpus")] == ["[GPU-3"]
     crumbs = [c.href for c in walk(by_id(page, "fl-crumbs")) if getattr(c, "href", None)]
     assert crumbs[-1] == "/fleet/node/c/rack%207%2Fn2?start=2026-11-01&end=2026-11-02"
 
 
 def test_the_cluster_page_lists_its_nodes_with_counts_and_use(ctx):
     page = fleet.layout(ctx, DAY, "cluster/c")
-    rows = {r["node"]: r for r in by_id(page, "fl-c-nodes-table").data}
+    rows = {r["node"]: r for r in grid_rows(page, "fl-c-nodes-table")}
     assert set(rows) == {
         "[n1](/fleet/node/c/n1?start=2026-11-01&end=2026-11-02)",
         "[rack 7/n2](/fleet/node/c/rack%207%2Fn2?start=2026-11-01&end=2026-11-02)",
@@ -288,7 +303,7 @@ def test_the_cluster_page_lists_its_nodes_with_counts_and_use(ctx):
 
 def test_the_fleet_page_lists_clusters_with_links(ctx):
     page = fleet.layout(ctx, DAY, "")
-    (row,) = by_id(page, "fl-clusters").data
+    (row,) = grid_rows(page, "fl-clusters")
     assert (row["cluster"], row["nodes"], row["gpus"]) == (
         "[c](/fleet/cluster/c?start=2026-11-01&end=2026-11-02)",
         2,
@@ -298,23 +313,23 @@ def test_the_fleet_page_lists_clusters_with_links(ctx):
 
 def test_a_job_page_links_each_gpu_over_the_days_it_held_it(ctx):
     page = fleet.layout(ctx, Filters(dt.date(2026, 7, 1), dt.date(2026, 11, 2)), "job/c/jb")
-    gpus = sorted(by_id(page, "fl-j-gpus").data, key=lambda r: r["gpu_uuid"])
+    gpus = sorted(grid_rows(page, "fl-j-gpus"), key=lambda r: r["gpu_uuid"])
     assert [r["gpu_uuid"] for r in gpus] == [
-        "[GPU\\-0](/fleet/gpu/GPU-0?start=2026-11-01&end=2026-11-01)",
-        "[GPU\\-1](/fleet/gpu/GPU-1?start=2026-11-01&end=2026-11-01)",
+        "[GPU-0](/fleet/gpu/GPU-0?start=2026-11-01&end=2026-11-01)",
+        "[GPU-1](/fleet/gpu/GPU-1?start=2026-11-01&end=2026-11-01)",
     ]
-    assert "_href" not in [c["id"] for c in by_id(page, "fl-j-gpus").columns]
-    assert [r["job_id"] for r in by_id(page, "fl-j-job").data] == ["jb"]
+    assert not [c for c in by_id(page, "fl-j-gpus").columnDefs if c["field"].startswith(LINK_PREFIX)]
+    assert [r["job_id"] for r in grid_rows(page, "fl-j-job")] == ["jb"]
 
 
 # -- links from the other pages ------------------------------------------------------------------------------------
 def test_the_tenants_jobs_and_the_waste_jobs_link_to_the_job_page(ctx):
     f = Filters(dt.date(2026, 11, 1), dt.date(2026, 11, 2), tenant="a")
-    jobs = by_id(tenants.layout(ctx, f), "ten-jobs")
-    assert [r["job_id"] for r in jobs.data] == ["[ja](/fleet/job/c/ja?start=2026-11-01&end=2026-11-02&tenant=a)"]
+    jobs = grid_rows(tenants.layout(ctx, f), "ten-jobs")
+    assert [r["job_id"] for r in jobs] == ["[ja](/fleet/job/c/ja?start=2026-11-01&end=2026-11-02&tenant=a)"]
     # and the job page lists the GPUs it held, each a link (test_a_job_page_links_each_gpu_over_the_days_it_held_it)
     page = fleet.layout(ctx, f, "job/c/ja")
-    assert sorted(r["gpu_uuid"].split("]")[0] for r in by_id(page, "fl-j-gpus").data) == ["[GPU\\-0", "[MIG\\-2a"]
+    assert sorted(r["gpu_uuid"].split("]")[0] for r in grid_rows(page, "fl-j-gpus")) == ["[GPU-0", "[MIG-2a"]
 
 
 def test_node_cells_link_on_the_fragmentation_page():
@@ -324,9 +339,10 @@ def test_node_cells_link_on_the_fragmentation_page():
     t = table(
         "x", __import__("polars").DataFrame({"cluster": ["c"], "node": ["n[1](x)"]}), links={"node": links.to_node(f)}
     )
-    assert t.columns[1]["presentation"] == "markdown"
-    # The text is escaped (no link of its own), the href is one encoded segment.
-    assert t.data[0]["node"] == r"[n\[1\]\(x\)](/fleet/node/c/n%5B1%5D%28x%29?start=2026-11-01&end=2026-11-02)"
+    grid = by_id(t, "x")
+    assert grid.columnDefs[1]["cellRenderer"] == "gpuledgerLink"  # assets/grid.js: the text as text, never markup
+    # The text as it is, the href one encoded segment.
+    assert grid_rows(t, "x")[0]["node"] == "[n[1](x)](/fleet/node/c/n%5B1%5D%28x%29?start=2026-11-01&end=2026-11-02)"
     assert "links.to_node(f)" in open(fragmentation.__file__).read()
     assert "links.to_job(f)" in open(waste.__file__).read()
 
@@ -337,8 +353,8 @@ def test_a_scoped_viewer_sees_a_gpu_only_while_their_tenant_held_it(ctx):
     # a held GPU-0 10:00 to 10:01:30: the samples at 10:00 and 10:01 (util 10, 20), not 10:02 (b's)
     assert by_id(page, "fl-g-util").children == "15.0"
     assert list(by_id(page, "fl-g-series").figure.data[0].y) == [10.0, 20.0]
-    assert [r["pod"] for r in by_id(page, "fl-pods").data] == ["pod-ja"]
-    assert [r["kind"] for r in by_id(page, "fl-events").data] == ["xid"]  # b's ECC and the node event are not a's
+    assert [r["pod"] for r in grid_rows(page, "fl-pods")] == ["pod-ja"]
+    assert [r["kind"] for r in grid_rows(page, "fl-events")] == ["xid"]  # b's ECC and the node event are not a's
     assert "pod-jb" not in str(page) and "ecc" not in text(page)
 
 
@@ -352,8 +368,8 @@ def test_a_gpu_the_scope_never_held_reads_like_one_that_does_not_exist(ctx):
 
 def test_a_scoped_node_page_lists_only_the_held_gpus(ctx):
     page = fleet.layout(ctx, SCOPE_A, "node/c/n1")
-    assert [r["gpu_uuid"].split("]")[0] for r in by_id(page, "fl-n-gpus").data] == ["[GPU\\-0", "[MIG\\-2a"]
-    assert {r["tenant"] for r in by_id(page, "fl-pods").data} == {"a"}
+    assert [r["gpu_uuid"].split("]")[0] for r in grid_rows(page, "fl-n-gpus")] == ["[GPU-0", "[MIG-2a"]
+    assert {r["tenant"] for r in grid_rows(page, "fl-pods")} == {"a"}
     assert by_id(page, "fl-n-count") is not None and by_id(page, "fl-n-count").children == "—"  # not the node's size
     other = fleet.layout(ctx, SCOPE_A, "node/c/" + quote(NODE2, safe=""))
     assert by_id(other, "fl-missing").children == "No such node in your tenants' range (2026-11-01 to 2026-11-02)."
@@ -361,7 +377,7 @@ def test_a_scoped_node_page_lists_only_the_held_gpus(ctx):
 
 def test_scoped_cluster_fleet_and_job_pages(ctx):
     cluster = fleet.layout(ctx, SCOPE_A, "cluster/c")
-    rows = by_id(cluster, "fl-c-nodes-table").data
+    rows = grid_rows(cluster, "fl-c-nodes-table")
     # a held GPU-0 for 90 s and MIG-2a for 2 h: 2 GPUs, 2.025 GPU-hours, all on n1
     assert [(r["gpus_held"], round(r["gpu_hours_held"], 6)) for r in rows] == [(2, 2.025)]
     assert "rack 7" not in str(cluster)
@@ -369,7 +385,7 @@ def test_scoped_cluster_fleet_and_job_pages(ctx):
         by_id(fleet.layout(ctx, SCOPE_A, "job/c/jb"), "fl-missing").children == "No such job among your tenants' jobs."
     )
     assert by_id(fleet.layout(ctx, SCOPE_A, "job/c/ja"), "fl-j-gpus") is not None
-    clusters = by_id(fleet.layout(ctx, SCOPE_A, ""), "fl-clusters").data
+    clusters = grid_rows(fleet.layout(ctx, SCOPE_A, ""), "fl-clusters")
     assert [(r["nodes_held"], r["gpus_held"]) for r in clusters] == [(1, 2)]
 
 

@@ -18,8 +18,9 @@ SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save the node and G
 
 
 def click_first(dash_duo, selector, then):
-    """Click the first link matching `selector` (a table cell's markdown link navigates the page) and wait for
+    """Click the first link matching `selector` (a grid cell's link moves within the app) and wait for
     `then` on the page it opens."""
+    dash_duo.wait_for_element(selector, timeout=20)
     link = dash_duo.find_elements(selector)[0]
     href = link.get_attribute("href")
     link.click()
@@ -37,13 +38,13 @@ def test_click_from_the_fleet_down_to_a_gpu(dash_duo, dash_lake):
     dash_duo.start_server(create_app(dash_lake))
     dash_duo.wait_for_page(url=dash_duo.server_url + "/fleet" + RANGE)
     dash_duo.wait_for_text_to_equal("h2", "Fleet")
-    href = click_first(dash_duo, '#fl-clusters td[data-dash-column="cluster"] a', "#fl-c-nodes-table")
+    href = click_first(dash_duo, '#fl-clusters .ag-cell[col-id="cluster"] a', "#fl-c-nodes-table")
     assert "/fleet/cluster/default?start=2026-10-03&end=2026-11-01" in href
-    href = click_first(dash_duo, '#fl-c-nodes-table td[data-dash-column="node"] a', "#fl-n-util")
+    href = click_first(dash_duo, '#fl-c-nodes-table .ag-cell[col-id="node"] a', "#fl-n-util")
     assert "/fleet/node/default/" in href
     dash_duo.wait_for_element("#fl-n-util .main-svg")
     shot(dash_duo, "fleet-node.png")
-    href = click_first(dash_duo, '#fl-n-gpus td[data-dash-column="gpu_uuid"] a', "#fl-g-series")
+    href = click_first(dash_duo, '#fl-n-gpus .ag-cell[col-id="gpu_uuid"] a', "#fl-g-series")
     assert "/fleet/gpu/GPU-" in href
     assert "hourly means, from gpu_hourly" in dash_duo.find_element("#fl-resolution").text  # 30 days
     # The range's last 2 days at native resolution: temperature, clocks and their reasons.
@@ -60,11 +61,12 @@ def test_from_a_tenants_jobs_to_the_gpus_a_job_held(dash_duo, dash_lake):
     dash_duo.start_server(create_app(dash_lake))
     dash_duo.wait_for_page(url=dash_duo.server_url + "/tenants" + RANGE + "&tenant=vision")
     dash_duo.wait_for_element("#ten-jobs")
-    href = click_first(dash_duo, '#ten-jobs td[data-dash-column="job_id"] a', "#fl-j-gpus")
+    href = click_first(dash_duo, '#ten-jobs .ag-cell[col-id="job_id"] a', "#fl-j-gpus")
     assert "/fleet/job/default/" in href and "tenant=vision" in href
-    href = click_first(dash_duo, '#fl-j-gpus td[data-dash-column="gpu_uuid"] a', "#fl-g-series")
+    href = click_first(dash_duo, '#fl-j-gpus .ag-cell[col-id="gpu_uuid"] a', "#fl-g-series")
     assert "/fleet/gpu/GPU-" in href and "tenant=vision" in href
     # The GPU's pods are vision's only (the tenant picked in the bar narrows them as a scope would).
-    tenants = {c.text for c in dash_duo.find_elements('#fl-pods td[data-dash-column="tenant"]')}
+    dash_duo.wait_for_element('#fl-pods .ag-cell[col-id="tenant"]')
+    tenants = {c.text for c in dash_duo.find_elements('#fl-pods .ag-cell[col-id="tenant"]')}
     assert tenants == {"vision"}
     assert dash_duo.get_logs() == []

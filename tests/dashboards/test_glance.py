@@ -24,7 +24,7 @@ from gpuledger.dashboards import figures, filters, ui
 from gpuledger.dashboards import format as fmt
 from gpuledger.dashboards.app import PAGES, Context
 from gpuledger.dashboards.data import DashData
-from gpuledger.dashboards.pages import capacity, tenants
+from gpuledger.dashboards.pages import capacity, fleet, tenants
 from gpuledger.lake import LakeWriter
 from gpuledger.store import open_store
 
@@ -49,10 +49,10 @@ def lakes(dash_lake, tmp_path_factory):
     ]  # fmt: skip
     LakeWriter(one).write("admission_decisions", pl.DataFrame(decisions), "webhook-0")
     two = tmp_path_factory.mktemp("glance") / "two"
-    for cluster, fleet in {"eu-1": {"nodes": 3, "seed": 7}, "us-1": {"nodes": 2, "seed": 8}}.items():
+    for cluster, shape in {"eu-1": {"nodes": 3, "seed": 7}, "us-1": {"nodes": 2, "seed": 8}}.items():
         cfg = dataclasses.replace(defaults(), cluster=cluster)
         backfill(cfg, two, END - 2 * 86400, END, 900, gpus_per_node=4, models=("H100", "A100", "L40S"), workers=1,
-                 **fleet)  # fmt: skip
+                 **shape)  # fmt: skip
         run(two, until_s=END, cfg=cfg)
     return {"one": one, "two": two}
 
@@ -81,6 +81,24 @@ def _drawn(lake, search: str = "") -> dict[str, list]:
         f, _ = filters.parse("?tenant=vision", data.bounds())
         out["/tenants?tenant=vision"] = list(_walk(tenants.layout(ctx, f)))
         out["what-if"] = list(_walk(_whatif(ctx, data)))
+        # The fleet's drill-down pages: a cluster, one of its nodes, a GPU and a job that held it (the page routes
+        # the rest of its path; links.py builds these URLs).
+        f, _ = filters.parse(search, data.bounds())
+        held = data.frame(
+            "SELECT cluster, node, gpu_uuid, job_id FROM gpu_allocations WHERE gpu_uuid IS NOT NULL "
+            "ORDER BY start DESC LIMIT 1",
+            lake=True,
+        )
+        cluster, node, gpu, job = held.row(0)
+        f2, _ = filters.parse(f"?start={f.end - dt.timedelta(days=1)}&end={f.end}", data.bounds())  # native samples
+        for rest, ff in (
+            (f"cluster/{cluster}", f),
+            (f"node/{cluster}/{node}", f),
+            (f"gpu/{gpu}", f),
+            (f"gpu/{gpu}", f2),
+            (f"job/{cluster}/{job}", f),
+        ):
+            out[f"/fleet/{rest}"] = list(_walk(fleet.layout(ctx, ff, rest)))
         return out
     finally:
         data.close()
