@@ -6,80 +6,21 @@ each model's figures, and every rule evaluates without error against the real se
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from s3_server import free_port
+from prometheus_server import PROMETHEUS, exporter_and_prometheus, get, query, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(PROMETHEUS is None, reason="Debian package prometheus not installed"),
 ]
 
 
-def get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return r.read().decode()
-
-
-def query(prom: str, q: str) -> list:
-    return json.loads(get(f"{prom}/api/v1/query?{urllib.parse.urlencode({'query': q})}"))["data"]["result"]
-
-
-def wait_for(pred, what: str, timeout_s: float = 60.0):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def stack(tmp_path, analysed_lake):
-    port, prom_port = free_port(), free_port()
-    exporter = subprocess.Popen(
-        [sys.executable, "-m", "gpuledger.cli", "exporter", "--lake", str(analysed_lake), "--port", str(port)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": ""},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    shutil.copy(REPO / "deploy" / "prometheus" / "gpuledger-rules.yaml", tmp_path / "rules.yaml")
-    cfg = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": ["rules.yaml"],
-        "scrape_configs": [{"job_name": "gpuledger-exporter", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
-    }
-    (tmp_path / "prometheus.yml").write_text(json.dumps(cfg))
-    prom = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    yield {"exporter": f"http://127.0.0.1:{port}/metrics", "prom": f"http://127.0.0.1:{prom_port}", "proc": exporter}
-    for p in (prom, exporter):
-        p.terminate()
-        p.wait(10)
+    with exporter_and_prometheus(tmp_path, analysed_lake) as s:
+        yield s
 
 
 def test_prometheus_scrapes_the_exporter_and_the_rules_evaluate(stack):
