@@ -25,7 +25,14 @@ from k8s_apiserver import kubectl, kubectl_dry_run
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ("single-cluster", "single-cluster-dcgm", "single-cluster-sso", "multi-cluster/eu-1", "multi-cluster/us-1")
+OVERLAYS = (
+    "single-cluster",
+    "single-cluster-dcgm",
+    "single-cluster-sso",
+    "single-cluster-prometheus-operator",
+    "multi-cluster/eu-1",
+    "multi-cluster/us-1",
+)
 MODELS = {
     "Namespace": "V1Namespace",
     "ServiceAccount": "V1ServiceAccount",
@@ -44,6 +51,9 @@ MODELS = {
     "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
 }
+# The Prometheus Operator's kinds (components/prometheus-operator): no typed model in the kubernetes client; their
+# fields are checked by test_the_prometheus_operator_component_scrapes_the_exporter_and_loads_the_rules.
+OPERATOR_KINDS = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
 S3_ENV = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"]
 needs_kubectl = pytest.mark.skipif(kubectl() is None, reason="kubectl is not installed (the test extra has it)")
 
@@ -129,6 +139,14 @@ def test_every_rendered_object_fits_its_typed_model(rendered):
     api = client.ApiClient()
     for overlay, stream in rendered.items():
         for d in objects(stream):
+            if d["kind"] in OPERATOR_KINDS:
+                assert d["apiVersion"] == "monitoring.coreos.com/v1" and set(d) == {
+                    "apiVersion",
+                    "kind",
+                    "metadata",
+                    "spec",
+                }
+                continue
             model = api._ApiClient__deserialize(d, MODELS[d["kind"]])
             assert api.sanitize_for_serialization(model) == d, (overlay, d["kind"], d["metadata"]["name"])
 
@@ -148,6 +166,9 @@ def test_kubectl_client_dry_run_accepts_every_object(rendered, tmp_path, monkeyp
         [*k8s_apiserver.DISCOVERY["v1"], ("persistentvolumeclaims", "PersistentVolumeClaim", True)],
     )
     monkeypatch.setitem(k8s_apiserver.DISCOVERY, "networking.k8s.io/v1", [("networkpolicies", "NetworkPolicy", True)])
+    monkeypatch.setitem(
+        k8s_apiserver.DISCOVERY, "monitoring.coreos.com/v1", [(p, k, True) for k, p in OPERATOR_KINDS.items()]
+    )
     monkeypatch.setitem(
         k8s_apiserver.DISCOVERY,
         "rbac.authorization.k8s.io/v1",
@@ -499,6 +520,122 @@ def test_the_sign_in_proxy_is_the_only_way_to_the_dashboards(rendered, tmp_path)
             if re.search(r"SECRET|PASSWORD|TOKEN|KEY", e["name"]):
                 assert set(e) == {"name", "valueFrom"} and "secretKeyRef" in e["valueFrom"], (c["name"], e)
     assert not re.search(r"(client|cookie)[-_]secret\s*[=:]", rendered["single-cluster-sso"])
+
+
+# -- the exporter, and components/prometheus-operator -----------------------------------------------------------
+def operator_rule_generator():
+    """deploy/prometheus/operator.py, the generator of the PrometheusRule, as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("operator_rule", DEPLOY / "prometheus" / "operator.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_kubectl
+def test_the_exporter_serves_port_9108_to_prometheus(rendered):
+    from gpuledger.cli import main
+
+    for overlay, stream in rendered.items():
+        docs = objects(stream)
+        names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        mine = {(k, "gpuledger-exporter") for k in ("Deployment", "Service", "ServiceAccount", "NetworkPolicy")}
+        if overlay == "multi-cluster/us-1":  # one exporter for the whole lake: eu-1's
+            assert not mine & names
+            continue
+        assert mine <= names, overlay
+        spec = pod_specs(docs)["Deployment/gpuledger-exporter"]
+        (c,) = spec["containers"]
+        # The arguments are the CLI's: every address, port 9108; the config from the stack's ConfigMap.
+        ctx = main.commands["exporter"].make_context("exporter", list(c["args"][1:]))
+        assert c["args"][0] == "exporter" and (ctx.params["host"], ctx.params["port"]) == ("0.0.0.0", 9108)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["GPULEDGER_CONFIG"] == "/config/gpuledger.toml"
+        config = next(v for v in spec["volumes"] if v["name"] == "config")["configMap"]["name"]
+        assert "gpuledger.toml" in find(docs, "ConfigMap", config)["data"]
+        assert c["ports"] == [{"name": "metrics", "containerPort": 9108}]
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, (overlay, probe)
+        lake = [m for m in c["volumeMounts"] if m["mountPath"] == "/lake"]
+        assert all(m["readOnly"] for m in lake) and (overlay.startswith("multi") or lake), overlay  # reads only
+        svc = find(docs, "Service", "gpuledger-exporter")
+        assert svc["spec"]["selector"].items() <= spec_labels(docs, "gpuledger-exporter").items()
+        assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9108, "targetPort": "metrics"}]
+        assert {k: v for k, v in svc["metadata"]["annotations"].items() if k.startswith("prometheus.io/")} == {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": "9108",
+            "prometheus.io/path": "/metrics",
+        }
+        policy = find(docs, "NetworkPolicy", "gpuledger-exporter")["spec"]
+        assert policy["podSelector"]["matchLabels"].items() <= spec_labels(docs, "gpuledger-exporter").items()
+        assert policy["ingress"] == [{"ports": [{"port": 9108, "protocol": "TCP"}]}]
+
+
+def committed_rule() -> str:
+    return (DEPLOY / "components" / "prometheus-operator" / "prometheus-rule.yaml").read_text()
+
+
+def one_line_exprs(rule_file: dict) -> dict:
+    """The rule file with each expression's whitespace runs as one space."""
+    return {
+        "groups": [
+            {**g, "rules": [{**r, "expr": " ".join(r["expr"].split())} for r in g["rules"]]}
+            for g in rule_file["groups"]
+        ]
+    }
+
+
+def spec_labels(docs: list[dict], deployment: str) -> dict:
+    return find(docs, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"]
+
+
+@needs_kubectl
+def test_the_prometheus_operator_component_scrapes_the_exporter_and_loads_the_rules(rendered, tmp_path):
+    from gpuledger.analytics.exporter.grafana.model import EXPORTER_JOB
+
+    for overlay, stream in rendered.items():  # only where the component is included
+        kinds = {d["kind"] for d in objects(stream)}
+        assert (set(OPERATOR_KINDS) <= kinds) == (overlay == "single-cluster-prometheus-operator"), overlay
+    docs = objects(rendered["single-cluster-prometheus-operator"])
+    svc = find(docs, "Service", "gpuledger-exporter")
+    # The ServiceMonitor selects the exporter's Service, in its namespace, by its port's name; the Operator names
+    # the job after the Service: the job the rules and the dashboard expect.
+    sm = find(docs, "ServiceMonitor", "gpuledger-exporter")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [svc["metadata"]["namespace"]]}
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] == svc["spec"]["ports"][0]["name"] and endpoint["path"] == "/metrics"
+    assert svc["metadata"]["name"] == EXPORTER_JOB
+    assert f'up{{job="{EXPORTER_JOB}"}}' in (DEPLOY / "prometheus" / "gpuledger-rules.yaml").read_text()
+    # The PrometheusRule is the rules file, and the committed file is its generator's output.
+    rules_text = (DEPLOY / "prometheus" / "gpuledger-rules.yaml").read_text()
+    rule = find(docs, "PrometheusRule", "gpuledger")
+    # kustomize writes a folded expression's more-indented lines with a blank line between them: the same PromQL
+    assert one_line_exprs(rule["spec"]) == one_line_exprs(yaml.safe_load(rules_text))
+    assert yaml.safe_load(committed_rule())["spec"] == yaml.safe_load(rules_text)  # before kustomize: exactly
+    if shutil.which("promtool"):
+        (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+        r = subprocess.run(["promtool", "check", "rules", "rules.yaml"], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert committed_rule() == operator_rule_generator().render(rules_text), (
+        "prometheus-rule.yaml is stale: python deploy/prometheus/operator.py > "
+        "deploy/components/prometheus-operator/prometheus-rule.yaml"
+    )
+    for d in (sm, rule):
+        assert d["metadata"]["labels"]["release"] == "kube-prometheus-stack"  # kube-prometheus-stack's selector
+    # The Grafana dashboard, for the sidecar: deploy/grafana/gpuledger.json as it is, under a fixed name.
+    cm = find(docs, "ConfigMap", "gpuledger-grafana-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "gpuledger"
+    assert cm["data"] == {"gpuledger.json": (DEPLOY / "grafana" / "gpuledger.json").read_text()}
+
+
+def test_the_rule_generator_keeps_every_line_and_comment(tmp_path):
+    rules_text = (DEPLOY / "prometheus" / "gpuledger-rules.yaml").read_text()
+    out = operator_rule_generator().render(rules_text)
+    body = out.split("spec:\n", 1)[1]
+    assert [line.removeprefix("  ") for line in body.splitlines()] == rules_text.splitlines()
+    assert yaml.safe_load(out)["spec"] == yaml.safe_load(rules_text)
 
 
 # -- the image ---------------------------------------------------------------------------------------------------

@@ -2,4 +2,5 @@
 
 from gpuledger.analytics.exporter.grafana import render
 
-print(render(), end="")
+if __name__ == "__main__":  # importing the module (pkgutil.walk_packages in tests/e2e/test_install.py) prints nothing
+    print(render(), end="")
