@@ -52,6 +52,18 @@ SNAPSHOT = {
     "nodes": ("nodes", "SELECT * FROM nodes"),
     "health_events": ("health_events", "SELECT * FROM health_events"),
     "job_stats": ("job_stats", f"SELECT {JOB_STATS_COLUMNS} FROM job_stats"),
+    # Each GPU's day, as sums (means weighted by samples are sum / count at any grouping): the fleet pages' year
+    # views (a node's GPUs by day, a cluster's nodes over the range) read these 365 rows per GPU, not 8,760 hours.
+    "gpu_daily": (
+        "gpu_hourly",
+        "SELECT date, cluster, node, gpu_uuid, parent_gpu_uuid, any_value(model) AS model, sum(samples) AS samples, "
+        "sum(allocated_ratio * samples) AS allocated_samples, "
+        "sum(util_gpu_pct_mean * samples) AS util_sum, sum(samples) FILTER (util_gpu_pct_mean IS NOT NULL) AS util_n, "
+        "sum(sm_active_ratio_mean * samples) AS sm_sum, "
+        "sum(samples) FILTER (sm_active_ratio_mean IS NOT NULL) AS sm_n, sum(power_w_mean * samples) AS power_sum, "
+        "sum(samples) FILTER (power_w_mean IS NOT NULL) AS power_n, max(mem_used_bytes_max) AS mem_used_bytes_max "
+        "FROM gpu_hourly GROUP BY ALL",
+    ),
     "job_daily": (
         "job_hourly",
         "SELECT date, cluster, tenant, gpu_model, sum(allocated_gpu_hours) AS allocated_gpu_hours, "

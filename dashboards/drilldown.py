@@ -152,6 +152,8 @@ def read_series(data, f: Filters, *, gpu_uuid=None, node=None, cluster=None) -> 
     """The rows `series` starts from: every row of the range (whoever held the GPU), hours where it sums days.
     Not for showing before `finish_series` cuts them to the holds."""
     res = resolution(f)
+    if res.daily and not restricted(f):  # whole days of every holder: the snapshot's days (gpu_daily)
+        return _daily_series(data, f, gpu_uuid=gpu_uuid, node=node, cluster=cluster), res
     time = res.time
     where = (
         f"date BETWEEN ? AND ? AND {time} >= ? AND {time} < ? AND {CLUSTER_SQL} "
@@ -159,6 +161,19 @@ def read_series(data, f: Filters, *, gpu_uuid=None, node=None, cluster=None) -> 
     )
     params = [f.start, f.end, f.start_ts, f.end_ts, *f.cluster_args, gpu_uuid, gpu_uuid, gpu_uuid]
     return data.frame(_series_sql(res, where), params + [node, node, cluster, cluster], lake=True), res
+
+
+def _daily_series(data, f: Filters, *, gpu_uuid=None, node=None, cluster=None) -> pl.DataFrame:
+    """`daily(hourly rows)` read from the snapshot's days: the same means (each hour weighted by its samples) and
+    peaks, without reading the range's hours from the lake."""
+    return data.frame(
+        "SELECT timezone('UTC', CAST(date AS TIMESTAMP)) AS t, cluster, node, gpu_uuid, parent_gpu_uuid, model, "
+        "util_sum / util_n AS util_gpu_pct, 100 * sm_sum / sm_n AS sm_active_pct, power_sum / power_n AS power_w, "
+        "100 * allocated_samples / samples AS allocated_pct, mem_used_bytes_max / 2^30 AS mem_used_gib, samples "
+        f"FROM gpu_daily WHERE date BETWEEN ? AND ? AND {CLUSTER_SQL} "
+        f"AND (CAST(? AS VARCHAR) IS NULL OR gpu_uuid = ? OR parent_gpu_uuid = ?) AND {_NODE_SQL} ORDER BY gpu_uuid, t",
+        [f.start, f.end, *f.cluster_args, gpu_uuid, gpu_uuid, gpu_uuid, node, node, cluster, cluster],
+    )
 
 
 def finish_series(frame: pl.DataFrame, res: Resolution, held: pl.DataFrame | None) -> pl.DataFrame:
@@ -286,12 +301,11 @@ def node_use(data, f: Filters, cluster: str) -> pl.DataFrame:
     samples with a pod on them (allocated_pct) and their mean utilization."""
     return data.frame(
         "SELECT node, count(DISTINCT gpu_uuid) AS gpus_reporting, "
-        "100 * sum(allocated_ratio * samples) / sum(samples) AS allocated_pct, "
-        "sum(util_gpu_pct_mean * samples) / sum(samples) AS util_gpu_pct_mean FROM gpu_hourly "
+        "100 * sum(allocated_samples) / sum(samples) AS allocated_pct, "
+        "sum(util_sum) / sum(samples) AS util_gpu_pct_mean FROM gpu_daily "
         f"WHERE date BETWEEN ? AND ? AND cluster = ? AND parent_gpu_uuid IS NULL AND {CLUSTER_SQL} "
         "AND (CAST(? AS VARCHAR) IS NULL OR model = ?) GROUP BY node ORDER BY node",
         [f.start, f.end, cluster, *f.cluster_args, f.model, f.model],
-        lake=True,
     )
 
 

@@ -372,3 +372,26 @@ def fill_scrapes(store, tmp_path: Path) -> int:
 def day_files(store, date: dt.date) -> list[str]:
     """The names of gpu_samples' files of `date` a reader reads now."""
     return [key.rsplit("/", 1)[-1] for key in table_files(store, "gpu_samples") if f"date={date}" in key]
+
+
+# -- screenshots for docs/screenshots (GPULEDGER_SCREENSHOTS=docs/screenshots pytest tests/dashboards) -----------------
+def save_screenshot(dash_duo, name: str) -> None:
+    """The whole page as the browser drew it, 1400 px wide (tests/conftest.py's window), into the folder
+    GPULEDGER_SCREENSHOTS names; nothing when it is unset. The window grows to the page's height for the shot (up to
+    8,000 px) and goes back, so a long page is one picture, not its first screen."""
+    import os
+    import time
+
+    folder = os.environ.get("GPULEDGER_SCREENSHOTS")
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    driver = dash_duo.driver
+    width, height = driver.get_window_size()["width"], driver.get_window_size()["height"]
+    page = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(width, min(max(page, height), 8000))
+    time.sleep(1.0)  # plotly redraws to the new size
+    try:
+        driver.save_screenshot(str(Path(folder) / name))
+    finally:
+        driver.set_window_size(width, height)

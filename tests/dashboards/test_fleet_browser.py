@@ -1,20 +1,19 @@
 """The drill-down in a real browser (headless Chromium via dash[testing]) on the simulated dash_lake: from the fleet
 to a cluster, a node and a GPU by clicking, and from a tenant's jobs to a job's GPUs, with a clean console."""
 
-import os
 import shutil
-from pathlib import Path
 
 import pytest
 
 from gpuledger.dashboards.app import create_app
+
+from builders import save_screenshot
 
 pytestmark = pytest.mark.skipif(
     shutil.which("chromedriver") is None,
     reason="Debian packages chromium and chromium-driver not installed (.ci/run installs them)",
 )
 RANGE = "?start=2026-10-03&end=2026-11-01"
-SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save the node and GPU pages there (docs/screenshots)
 
 
 def click_first(dash_duo, selector, then):
@@ -29,9 +28,7 @@ def click_first(dash_duo, selector, then):
 
 
 def shot(dash_duo, name):
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        dash_duo.driver.save_screenshot(str(Path(SHOTS) / name))
+    save_screenshot(dash_duo, name)  # with GPULEDGER_SCREENSHOTS set
 
 
 def test_click_from_the_fleet_down_to_a_gpu(dash_duo, dash_lake):

@@ -3,10 +3,8 @@ the filters change the figures and live in the URL, and a number on each page eq
 
 import datetime as dt
 import functools
-import os
 import re
 import shutil
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,6 +13,7 @@ from gpuledger.dashboards.app import PAGES, create_app
 from gpuledger.lake import LakeWriter
 from gpuledger.query import Lake
 
+from builders import save_screenshot
 from conftest import REPO
 
 pytestmark = pytest.mark.skipif(
@@ -23,7 +22,6 @@ pytestmark = pytest.mark.skipif(
 )
 RANGE = "?start=2026-10-03&end=2026-11-01"  # the last 30 of the lake's 35 days: the pages' default
 H100 = "NVIDIA H100 80GB HBM3"
-SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save one screenshot per page there (docs/screenshots)
 
 
 def app_on(lake):
@@ -57,9 +55,7 @@ def test_every_page_loads_with_a_clean_console(dash_duo, dash_lake):
         dash_duo.wait_for_element("#page section, #page .kpi, #no-data")
         assert dash_duo.get_logs() == [], page.PATH
         assert not dash_duo.find_elements("#url-problems")
-        if SHOTS:
-            Path(SHOTS).mkdir(parents=True, exist_ok=True)
-            dash_duo.driver.save_screenshot(str(Path(SHOTS) / f"{page.NAME.lower()}.png"))
+        save_screenshot(dash_duo, f"{page.NAME.lower()}.png")  # with GPULEDGER_SCREENSHOTS set
 
 
 def test_each_page_shows_the_figure_sql_gives(dash_duo, dash_lake):
