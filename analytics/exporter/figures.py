@@ -378,14 +378,28 @@ def _long(frame: pl.DataFrame, columns: dict[str, str], label: str) -> pl.DataFr
     )
 
 
+def _known_zeros(frame: pl.DataFrame, fleet: pl.DataFrame, *values: str) -> pl.DataFrame:
+    """`frame` summed per cluster and model, with 0 for each model of the fleet it has no row for: the analytics
+    know that no job waits and no GPU was lost there, and a series that vanishes would read as "no data"."""
+    if fleet.is_empty():
+        return frame
+    keys = fleet.select("cluster", "gpu_model").unique()
+    sums = frame.group_by("cluster", "gpu_model").agg(pl.col(v).sum() for v in values) if frame.height else None
+    if sums is None:
+        return keys.with_columns(pl.lit(0.0).alias(v) for v in values)
+    full = keys.join(sums, on=["cluster", "gpu_model"], how="full", coalesce=True, nulls_equal=True)
+    return full.with_columns(pl.col(v).cast(pl.Float64).fill_null(0.0) for v in values)
+
+
 def _model(t: Tables) -> Iterator[Metric | None]:
     yield _gauge("gpuledger_fleet_gpus", t.fleet, "gpus")
     yield _gauge("gpuledger_fleet_inventory_gpus", t.inventory, "gpus")
     yield _gauge("gpuledger_fleet_allocated_gpus", t.fleet, "allocated_gpus")
     yield _gauge("gpuledger_fleet_busy_gpus", t.fleet, "busy_gpus")
-    yield _gauge("gpuledger_fleet_lost_gpus", t.lost, "gpus")
-    yield _gauge("gpuledger_fleet_pending_jobs", t.pending, "jobs")
-    yield _gauge("gpuledger_fleet_pending_gpus", t.pending, "gpus")
+    yield _gauge("gpuledger_fleet_lost_gpus", _known_zeros(t.lost, t.fleet, "gpus"), "gpus")
+    pending = _known_zeros(t.pending, t.fleet, "jobs", "gpus")
+    yield _gauge("gpuledger_fleet_pending_jobs", pending, "jobs")
+    yield _gauge("gpuledger_fleet_pending_gpus", pending, "gpus")
     yield _gauge(
         "gpuledger_queue_wait_seconds", _long(t.waits, {q: c for q, c in QUANTILES}, "quantile"), "_v", additive=False
     )

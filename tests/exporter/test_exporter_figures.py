@@ -194,3 +194,24 @@ def test_a_port_in_use_is_one_line(cli, case):
         r = cli("exporter", "--lake", case, "--port", busy.getsockname()[1])
     assert r.exit_code == 1 and r.output.count("\n") == 1
     assert "cannot serve the exporter on 127.0.0.1:" in r.output and "[exporter] port" in r.output
+
+
+def test_a_model_with_no_waiting_job_or_lost_gpu_says_zero_not_nothing():
+    """The fleet's models are known, so "no job waits" is 0 there, not a series that vanishes (and reads as no
+    data); a model only `frame` names (no fleet row) is kept; no fleet at all (no analytics): nothing is invented."""
+    import polars as pl
+
+    from gpuledger.analytics.exporter.figures import _known_zeros
+
+    fleet = pl.DataFrame({"cluster": ["c", "c", "c"], "gpu_model": ["H100", "L40S", "H100"]})
+    pending = pl.DataFrame(
+        {"cluster": ["c", "c", "c"], "tenant": ["a", "b", "a"], "gpu_model": ["H100", "H100", "B200"],
+         "jobs": [2, 1, 1], "gpus": [3, 8, 4]}
+    )  # fmt: skip
+    got = _known_zeros(pending, fleet, "jobs", "gpus").sort("gpu_model")
+    assert got.rows() == [("c", "B200", 1.0, 4.0), ("c", "H100", 3.0, 11.0), ("c", "L40S", 0.0, 0.0)]
+    assert _known_zeros(pending.clear(), fleet, "jobs").sort("gpu_model").rows() == [
+        ("c", "H100", 0.0),
+        ("c", "L40S", 0.0),
+    ]
+    assert _known_zeros(pending, fleet.clear(), "jobs").equals(pending)
