@@ -225,7 +225,9 @@ def run(
             try:
                 lake.put_run(STATE, started, time.time(), ok)
             except GpuledgerError as e:  # never hide the run's own error (or its result) behind this one
-                log.warning("could not record the end of the analytics run: %s", e)
+                # After a failed run the store is most often the reason (an outage) and its error says so in one
+                # line: this second line would only repeat it. After a good run it is news.
+                (log.warning if ok else log.debug)("could not record the end of the analytics run: %s", e)
 
 
 def _run(
