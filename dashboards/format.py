@@ -105,6 +105,7 @@ REGISTRY: dict[str, Col] = {
         bit="Bit",
         detail="Detail",
         open="Still held",
+        mig_profile="MIG profile",
     ),
     **_cols(
         GPUS,
@@ -168,6 +169,7 @@ REGISTRY: dict[str, Col] = {
         util_gpu_pct_mean="Mean utilization",
         sm_active_pct_mean="Mean SM activity",
         pct_of_samples="Share of samples",
+        clocks_limited_pct="Clocks held down",
     ),
     **_cols(FRACTION_PCT, efficiency="Busy share of allocated", frag_rate="Fragmentation rate"),
     **_cols(PCT_OF_LIMIT, quota_used_pct="Used of quota"),
@@ -197,6 +199,7 @@ REGISTRY: dict[str, Col] = {
         history_days="History (days)",
         samples="Samples",
         code="Code",
+        gpu_index="Index",
     ),
     **_cols(
         RATIO,
@@ -211,6 +214,7 @@ REGISTRY: dict[str, Col] = {
     **_cols(KWH, energy_kwh="Energy"),
     **_cols(GIB, gpu_mem_gib="GPU memory", mem_used_gib_max="Peak memory used"),
     **_cols(WATT, power_w_mean="Mean power"),
+    **_cols(Unit("°C", ",.0f"), temp_c_max="Peak temperature"),
     **_cols(SHARE, share="Share held"),
     **_cols(
         UTC,

@@ -96,6 +96,7 @@ def _drawn(lake, search: str = "") -> dict[str, list]:
             (f"node/{cluster}/{node}", f),
             (f"gpu/{gpu}", f),
             (f"gpu/{gpu}", f2),
+            (f"node/{cluster}/{node}", f2),
             (f"job/{cluster}/{job}", f),
         ):
             out[f"/fleet/{rest}"] = list(_walk(fleet.layout(ctx, ff, rest)))
