@@ -14,6 +14,7 @@ Read at a glance:
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import math
 
@@ -88,6 +89,12 @@ def _no_values(frame: pl.DataFrame, cols) -> bool:
     return frame.is_empty() or all(frame[c].null_count() == frame.height for c in cols if c in frame.columns)
 
 
+def tall(height: int) -> dict:
+    """LAYOUT for a figure of `height` px (small multiples): the legend 50 px under the last panel, where LAYOUT's
+    -0.3 of the paper would put it 0.3 x the figure's height below, far from a tall figure's panels."""
+    return {**LAYOUT, "height": height, "legend": dict(orientation="h", y=-50 / height, yanchor="top")}
+
+
 def _mode(n: int) -> str:
     return "lines+markers" if n <= 2 else "lines"
 
@@ -131,9 +138,18 @@ def lines(
                 style = DASHES[clusters.index(cl) % len(DASHES)] if cl is not None else "solid"
                 name, line = str(key), dict(color=colour(key), dash=(dash or {}).get(col, style))
             fig.add_trace(go.Scatter(x=g[x].to_list(), y=g[col].to_list(), mode=_mode(g.height), name=name, line=line))
-    fig.update_xaxes(title=x_title)
+    fig.update_xaxes(title=x_title, **_one_time(frame[x]))
     fig.update_yaxes(title=y_title, rangemode="tozero")
     return fig
+
+
+def _one_time(xs: pl.Series) -> dict:
+    """A time axis with one distinct time (a month's first day, one hour): a day either side, ticks a day apart.
+    Left alone, plotly spans a millisecond around the point and labels it 23:59:59.9995."""
+    if not xs.dtype.is_temporal() or xs.n_unique() != 1 or xs.null_count():
+        return {}
+    t = xs[0] if isinstance(xs[0], dt.datetime) else dt.datetime.combine(xs[0], dt.time())
+    return {"range": [t - dt.timedelta(days=1), t + dt.timedelta(days=1)], "dtick": 86_400_000, "tickformat": "%b %d"}
 
 
 def _multiples(groups, x, ys, title, y_title, x_title, dash) -> go.Figure:
@@ -151,7 +167,7 @@ def _multiples(groups, x, ys, title, y_title, x_title, dash) -> go.Figure:
         vertical_spacing=min(0.12, 0.3 / rows),
         horizontal_spacing=0.06,
     )
-    fig.update_layout(title=title, **{**LAYOUT, "height": 120 + (220 if cols > 1 else 260) * rows})
+    fig.update_layout(title=title, **tall(120 + (220 if cols > 1 else 260) * rows))
     dashes = _dashes(ys, dash)
     for i, (key, g) in enumerate(groups):
         row, c = divmod(i, cols)
@@ -272,9 +288,13 @@ def forecast(frame: pl.DataFrame, title: str) -> go.Figure:
     models = ordered(m for (m,) in parts)
     groups = {m: parts[(m,)].sort("day") for m in models}
     fig = make_subplots(
-        rows=len(models), cols=1, subplot_titles=[str(m) for m in models], vertical_spacing=0.12 / max(1, len(models))
+        rows=len(models),
+        cols=1,
+        subplot_titles=[str(m) for m in models],
+        # 80 px between panels, whatever their number: room for the dates under one and the title of the next
+        vertical_spacing=80 / (120 + 260 * len(models)),
     )
-    fig.update_layout(title=title, **{**LAYOUT, "height": 120 + 260 * len(models)})
+    fig.update_layout(title=title, **tall(120 + 260 * len(models)))
     fixed = {"supply": "#555555", "backtest": "#7f7f7f", "forecast": "#2ca02c"}
     for row, model in enumerate(models, 1):
         g = groups[model]
@@ -344,7 +364,7 @@ def panels(frame: pl.DataFrame, x: str, rows: list[tuple[str, dict[str, str], st
         subplot_titles=[r[0] for r in rows],
         vertical_spacing=0.25 / len(rows),
     )
-    fig.update_layout(title=title, **{**LAYOUT, "height": 100 + 170 * len(rows)})
+    fig.update_layout(title=title, **tall(100 + 170 * len(rows)))
     xs = frame[x].to_list()
     for i, (_, ys, y_title) in enumerate(rows, 1):
         for col, label in ys.items():

@@ -179,6 +179,11 @@ def test_up_to_six_lines_share_a_plot_and_more_are_small_multiples():
 def test_a_single_point_is_a_marker_and_nothing_is_a_sentence():
     fig = figures.lines(_frame(1, days=1), "day", {"a": "a"}, "t", "GPUs", by="who")
     assert fig.data[0].mode == "lines+markers"
+    # One day on the axis: a day either side, ticks a day apart (not a millisecond labelled 23:59:59.9995).
+    day = _frame(1, days=1)["day"][0]
+    assert list(fig.layout.xaxis.range) == [day - dt.timedelta(days=1), day + dt.timedelta(days=1)]
+    assert fig.layout.xaxis.dtick == 86_400_000
+    assert figures.lines(_frame(1, days=2), "day", {"a": "a"}, "t", "GPUs").layout.xaxis.range is None
     assert figures.lines(_frame(1, days=30), "day", {"a": "a"}, "t", "GPUs").data[0].mode == "lines"
     nothing = figures.lines(_frame(0), "day", {"a": "a"}, "Idle per day", "GPU-h")
     assert figures.is_empty(nothing)
