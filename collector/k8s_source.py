@@ -3,6 +3,7 @@
 The watch runs in a background thread and turns every pod state into a jobs row at once (the observation
 time is the row's `updated_at`); each `collect()` hands the rows gathered since the last one to the spool.
 Tenants: the config's namespace -> tenant map first, else the namespace's `gpuledger.io/tenant` label.
+Workload classes: the pod's label, the config's [[classes]] rows, then the owner chain (docs/workload-classes.md).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class K8sSource:
                 observed_at_s=self.clock(),
                 deleted=kind in ("DELETED", "VANISHED"),
                 owner_lookup=self.owners_of,
+                class_rules=self.cfg.classes,
             )
         except BadQuantity as e:
             self.bad_pods += 1

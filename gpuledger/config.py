@@ -1,8 +1,8 @@
 """Config: each key declared once -> tomllib -> validate once, collecting every problem with its key -> a frozen object.
 
 A key is a field of a frozen dataclass: one class per TOML table ([collector], [enforcer], ...) and one per row of
-[[tenants]] and [[rates]]. Its type is the annotation; `key(...)` puts its default in the field and its bounds
-(gt/ge/lt/le), choices, item check (a URL, a label key, a registered source...), unit and one-line doc in the
+[[tenants]], [[rates]] and [[classes]]. Its type is the annotation; `key(...)` puts its default in the field and its
+bounds (gt/ge/lt/le), choices, item check (a URL, a label key, a registered source...), unit and one-line doc in the
 field's metadata (gpuledger/config_keys.py). One generic walker, `config_keys.Walker`, reads the declarations to
 check and convert each table; the enforcer's settings hold the EnforcerConfig itself (enforcer/decide.py); the
 README's table is generated from them (`python -m gpuledger.config_doc --write`) and a test fails when it differs.
@@ -34,6 +34,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from gpuledger.classes import WORKLOAD_CLASSES
 from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, section, sections, toml_key
 from gpuledger.errors import ConfigError
 from gpuledger.store import Store, is_url
@@ -161,6 +162,25 @@ class Rate:
             object.__setattr__(
                 self, "effective_from", dt.datetime.combine(self.effective_from, dt.time(), dt.timezone.utc)
             )
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """One [[classes]] row: pods it selects get its class (docs/workload-classes.md). The first row that selects a
+    pod wins; a pod's own `gpuledger.io/class` label outranks every row."""
+
+    # `class` in TOML; a Python keyword, hence the field's name
+    workload_class: str = key(doc="the class its pods get", choices=WORKLOAD_CLASSES, toml="class")
+    namespaces: tuple[str, ...] = key((), "it selects pods in these namespaces (any of them)", check=NOT_EMPTY)
+    labels: dict[str, str] = key(
+        factory=dict, doc="it selects pods carrying all these labels with these values", check=NOT_EMPTY
+    )
+
+    def selects(self, namespace: str | None, labels: Mapping[str, str]) -> bool:
+        """Whether a pod in `namespace` with `labels` is this rule's: every selector given must hold."""
+        if self.namespaces and namespace not in self.namespaces:
+            return False
+        return all(labels.get(k) == v for k, v in self.labels.items())
 
 
 LAKE = Check(
@@ -442,6 +462,13 @@ class Config:
             "shown": "list prices per model",
         },
     )
+    classes: tuple[ClassRule, ...] = field(
+        default=(),
+        metadata={
+            "rows": "workload class rules: pods a namespace or label selector picks get a class (first match wins)",
+            "shown": "none (the owner chain decides)",
+        },
+    )
     source_file: str = "<built-in defaults>"
     # Not a key: `load` reads it from the variable dashboard.auth_password_env names (empty when unset), and
     # `dashboard_auth` refuses an empty one. Out of repr, so a logged config never shows it.
@@ -528,6 +555,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         values["tenants"] = _tenants(c, top["tenants"])
     if "rates" in top:
         values["rates"] = _rates(c, top["rates"])
+    if "classes" in top:
+        values["classes"] = _classes(c, top["classes"])
     cfg = Config(source_file=source_file, **values)
 
     # Rules between keys.
@@ -606,6 +635,27 @@ def _rates(c: Walker, raw: Any) -> tuple[Rate, ...]:
             c.bad("rates", f"two prices for {r.gpu_model} from {r.effective_from} (rates[{seen[k]}] and rates[{i}])")
         seen[k] = i
     return tuple(r for _, r in out)
+
+
+def _classes(c: Walker, raw: Any) -> tuple[ClassRule, ...]:
+    if not isinstance(raw, list):
+        c.bad("classes", "expected an array of tables ([[classes]])")
+        return ()
+    out: list[ClassRule] = []
+    for i, doc in enumerate(raw):
+        n = len(c.problems)
+        where = f"classes[{i}]"
+        values = c.values(c.table(doc, where, allowed(ClassRule)), where, ClassRule)
+        labels = doc.get("labels") if isinstance(doc, dict) else None
+        for k in labels if isinstance(labels, dict) else ():
+            if not _label_key(k):
+                c.bad(f"{where}.labels", f"{k!r} is not a Kubernetes label key (prefix/name)")
+        if isinstance(doc, dict) and not doc.get("namespaces") and not doc.get("labels"):
+            # A rule with no selector would give every pod its class: the owner chain would never speak.
+            c.bad(where, "needs namespaces or labels (a rule without a selector would match every pod)")
+        if len(c.problems) == n:
+            out.append(ClassRule(**values))
+    return tuple(out)
 
 
 def load(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:

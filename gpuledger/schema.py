@@ -18,6 +18,8 @@ from functools import cached_property
 
 import polars as pl
 
+from gpuledger.classes import WORKLOAD_CLASSES
+
 UTC_US = pl.Datetime("us", "UTC")
 PARTITION_COLUMNS = ("date",)
 LABELS = pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
@@ -30,6 +32,9 @@ class Column:
     dtype: pl.DataType
     doc: str
     nullable: bool = True
+    # Added after lakes were written: files from before lack it. Polars readers insert it as null already
+    # (lake.scan_files, missing_columns="insert"); the SQL views add it as null too (schema_sql.render).
+    late: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,8 @@ class Table:
         return [c.name for c in self.columns if not c.nullable]
 
 
-def _c(name: str, dtype: pl.DataType, doc: str, nullable: bool = True) -> Column:
-    return Column(name, dtype, doc, nullable)
+def _c(name: str, dtype: pl.DataType, doc: str, nullable: bool = True, late: bool = False) -> Column:
+    return Column(name, dtype, doc, nullable, late)
 
 
 _CLUSTER = _c("cluster", pl.String, "cluster name from config ('default' when unset)", False)
@@ -169,6 +174,7 @@ JOBS = Table(
         _c("owner_kind", pl.String, "top owner kind (Job, JobSet, RayJob, ...)"),
         _c("owner_name", pl.String, "top owner name"),
         _c("source", pl.String, "collector source (k8s, sim, import)", False),
+        _c("workload_class", pl.String, ", ".join(WORKLOAD_CLASSES) + "; null in rows written before it", late=True),
         _DATE,
     ),
 )

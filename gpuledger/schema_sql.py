@@ -110,10 +110,18 @@ def _files(t: schema.Table, extra: str = "", source: str | None = None) -> list[
     if source is not None:
         return [source]
     partitions = ", ".join(f"'{p}': {duckdb_type(t.polars_schema[p])}" for p in t.path_columns)
-    return [
+    read = [
         f"read_parquet(getvariable('gpuledger_lake') || '/{t.name}/{t.file_glob}',",
         f"    hive_partitioning = true, union_by_name = true, hive_types = {{{partitions}}}{extra})",
     ]
+    late = [c for c in t.columns if c.late]
+    if not late:
+        return read
+    # Files written before a late column lack it, and union_by_name only fills a column some file has: a union
+    # by name with an empty row that has it makes it null there. DuckDB drops the empty side when it plans, so
+    # filters still reach the files.
+    empty = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {_ident(c.name)}" for c in late)
+    return ["(SELECT * FROM " + read[0], read[1], f"    UNION ALL BY NAME SELECT {empty} WHERE false)"]
 
 
 def _joined(before: str, read: list[str], after: str) -> list[str]:

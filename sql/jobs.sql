@@ -3,8 +3,9 @@
 -- Generated from gpuledger/schema.py by `python -m gpuledger.schema_sql --write`: edit schema.py, not this file.
 -- Needs: SET VARIABLE gpuledger_lake = '/path/to/lake';
 CREATE OR REPLACE VIEW jobs AS
-WITH raw AS NOT MATERIALIZED (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE}, filename = true, file_row_number = true))
+WITH raw AS NOT MATERIALIZED (SELECT * FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/jobs/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE}, filename = true, file_row_number = true)
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false))
 SELECT
     CAST(updated_at AS TIMESTAMP WITH TIME ZONE) AS updated_at, -- TIMESTAMP WITH TIME ZONE: when this state was observed, UTC
     CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
@@ -28,6 +29,7 @@ SELECT
     CAST(owner_kind AS VARCHAR) AS owner_kind,               -- VARCHAR: top owner kind (Job, JobSet, RayJob, ...)
     CAST(owner_name AS VARCHAR) AS owner_name,               -- VARCHAR: top owner name
     CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source (k8s, sim, import)
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: training, inference, notebook, evaluation, other; null in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM raw r
 -- The newest row of each key: the row that no other row of the same key outdoes (a tie is broken by

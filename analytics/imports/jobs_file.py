@@ -25,7 +25,8 @@ from gpuledger.schema import JOB_STATUSES, JOBS
 
 # A jobs file holds the `jobs` table's columns (gpuledger/schema.py), in its order, less those the import sets itself
 # (when the row was observed, the cluster, the source, gpu_sharing from gpus, the partition date) and those only a
-# live cluster knows (the pod, its MIG profile, start, reason, GPUs bound and owner).
+# live cluster knows (the pod, its MIG profile, start, reason, GPUs bound, owner and workload class: an imported row's
+# class is null until the import learns to take and check one).
 NOT_IN_FILE = (
     "updated_at",
     "cluster",
@@ -39,6 +40,7 @@ NOT_IN_FILE = (
     "gpu_uuids",
     "owner_kind",
     "owner_name",
+    "workload_class",
 )
 COLUMNS = tuple(c for c in JOBS.column_names if c not in NOT_IN_FILE)
 REQUIRED = ("job_id", "gpus", "submitted_at", "status")

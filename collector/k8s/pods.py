@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kubernetes.utils import parse_quantity
 
+from gpuledger.collector.k8s.classes import classify, owner_of
+from gpuledger.config import ClassRule
 from gpuledger.mig import mig_share
 
 GPU = "nvidia.com/gpu"
@@ -158,24 +160,28 @@ def _controller(refs: list):
     return next((r for r in refs if getattr(r, "controller", False)), refs[0] if refs else None)
 
 
-def top_owner(pod, lookup: Callable[[str, str, str], list] | None = None) -> tuple[str | None, str | None]:
-    """Walk controller ownerReferences up (Pod -> Job -> JobSet, Pod -> ReplicaSet -> Deployment).
+def owner_chain(pod, lookup: Callable[[str, str, str], list] | None = None) -> list:
+    """The controller ownerReferences from the pod's up (Pod -> Job -> JobSet, Pod -> ReplicaSet -> Deployment).
 
-    `lookup(kind, namespace, name)` returns that object's ownerReferences; without it the pod's direct
-    controller is the answer. At most 8 hops, and a cycle stops the walk.
+    `lookup(kind, namespace, name)` returns that object's ownerReferences; without it the chain is the pod's direct
+    controller alone. At most 8 hops, and a cycle stops the walk.
     """
     ref = _controller(pod.metadata.owner_references)
-    if ref is None:
-        return None, None
-    kind, name = ref.kind, ref.name
+    chain = [] if ref is None else [ref]
     seen: set[tuple[str, str]] = set()
-    while lookup is not None and (kind, name) not in seen and len(seen) < 8:
-        seen.add((kind, name))
-        parent = _controller(lookup(kind, pod.metadata.namespace, name))
+    while chain and lookup is not None and (chain[-1].kind, chain[-1].name) not in seen and len(seen) < 8:
+        seen.add((chain[-1].kind, chain[-1].name))
+        parent = _controller(lookup(chain[-1].kind, pod.metadata.namespace, chain[-1].name))
         if parent is None:
             break
-        kind, name = parent.kind, parent.name
-    return kind, name
+        chain.append(parent)
+    return chain
+
+
+def top_owner(pod, lookup: Callable[[str, str, str], list] | None = None) -> tuple[str | None, str | None]:
+    """The kind and name of the last of `owner_chain` (None, None for a pod without owners)."""
+    chain = owner_chain(pod, lookup)
+    return (chain[-1].kind, chain[-1].name) if chain else (None, None)
 
 
 def job_row(
@@ -186,8 +192,10 @@ def job_row(
     observed_at_s: float,
     deleted: bool = False,
     owner_lookup: Callable[[str, str, str], list] | None = None,
+    class_rules: Iterable[ClassRule] = (),
 ) -> dict | None:
-    """The jobs row for this state of `pod`, or None when the pod asks for no GPU."""
+    """The jobs row for this state of `pod`, or None when the pod asks for no GPU. Its workload class comes from
+    the pod, its owner chain and the config's [[classes]] `class_rules` (collector/k8s/classes.py)."""
     req = gpu_request(pod)
     if req is None:
         return None
@@ -203,7 +211,9 @@ def job_row(
     if deleted and finished_at is None:
         finished_at = _utc(md.deletion_timestamp) or int(observed_at_s * US)
     labels = md.labels or {}
-    owner_kind, owner_name = top_owner(pod, owner_lookup)
+    chain = owner_chain(pod, owner_lookup)
+    owner_kind, owner_name = (chain[-1].kind, chain[-1].name) if chain else (None, None)
+    verdict = classify(md.namespace, labels, [owner_of(r) for r in chain], class_rules, pod.spec.restart_policy)
     return {
         "updated_at": int(observed_at_s * US),
         "cluster": cluster,
@@ -227,4 +237,5 @@ def job_row(
         "owner_kind": owner_kind,
         "owner_name": owner_name,
         "source": "k8s",
+        "workload_class": verdict.workload_class,
     }

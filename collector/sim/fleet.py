@@ -162,6 +162,8 @@ class Fleet:
             "owner_kind": "Job",
             "owner_name": job.pod,
             "source": "sim",
+            # Every simulated job is a batch Job; per-class behaviour (services, notebooks, evals) is to come.
+            "workload_class": "training",
         }
 
     def prune(self, before_s: float) -> None:

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from gpuledger.collector.k8s_source import K8sSource
-from gpuledger.config import Config, Tenant
+from gpuledger.collector.source import Batch
+from gpuledger.config import ClassRule, Config, Tenant
 
 import builders
 from k8s_apiserver import RecordedApiServer
@@ -186,3 +187,55 @@ def test_unreachable_api_server_is_retried_with_backoff():
     stop.set()
     t.join(5)
     assert src.watcher.stats.errors >= 2 and "MaxRetryError" in src.watcher.stats.last_error
+
+
+def test_workload_class_from_the_chain_the_label_and_the_config(api):
+    """The source writes `workload_class`: Job -> JobSet through the API is training, the pod's label outranks the
+    chain, a [[classes]] row outranks the chain and an unowned pod's shape."""
+
+    def gpu_pod(uid, name, namespace, owners=(), labels=None):
+        p = builders.derived_with_limits({"nvidia.com/gpu": "1"})  # derived: see builders
+        p["metadata"].update(uid=uid, name=name, namespace=namespace, ownerReferences=list(owners))
+        p["metadata"]["labels"] = labels or {}
+        return p
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j1", "controller": True}
+    api.jobs[("team", "train")] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "team",
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "llm",
+                    "uid": "js1",
+                    "controller": True,
+                }
+            ],
+        },
+    }
+    api.emit("ADDED", gpu_pod("66666666-0000-4000-8000-000000000001", "train-0", "team", [job]))
+    api.emit(
+        "ADDED",
+        gpu_pod("66666666-0000-4000-8000-000000000002", "eval-0", "team", [job], {"gpuledger.io/class": "evaluation"}),
+    )
+    api.emit("ADDED", gpu_pod("66666666-0000-4000-8000-000000000003", "chat-0", "serving"))
+    api.emit("ADDED", gpu_pod("66666666-0000-4000-8000-000000000004", "lone-0", "team"))
+    cfg = Config(cluster="c", classes=(ClassRule("inference", namespaces=("serving",)),))
+    src = source(api, cfg)
+    src.watcher.watch_once()
+    rows = {r["pod"]: r for r in drain(src)}
+    assert rows["train-0"]["owner_kind"] == "JobSet" and rows["train-0"]["workload_class"] == "training"
+    assert rows["eval-0"]["workload_class"] == "evaluation"
+    assert rows["chat-0"]["workload_class"] == "inference"
+    assert rows["lone-0"]["workload_class"] == "other"  # no owner, restartPolicy Always (the recorded pod's)
+    # typed by the schema on the way to the spool
+    assert sorted(Batch.from_rows("jobs", list(rows.values())).columns["workload_class"]) == [
+        "evaluation",
+        "inference",
+        "other",
+        "training",
+    ]

@@ -117,6 +117,17 @@ BAD = [
         ["dashboard.port: must be a TCP port", "dashboard.auth_user: set both auth_user and auth_password_env"],
     ),
     (
+        "bad_classes.toml",
+        [
+            "classes[1].class: must be one of training, inference, notebook, evaluation, other, got 'batch'",
+            "classes[1].labels.app: must not be empty, got ''",
+            "classes[1].labels: 'Bad Key' is not a Kubernetes label key (prefix/name)",
+            "classes[2]: needs namespaces or labels (a rule without a selector would match every pod)",
+            "classes[3].namespace: unknown key (allowed: class, labels, namespaces)",
+            "classes[3].labels.team: expected a string, got int 3",
+        ],
+    ),
+    (
         "bad_many.toml",
         [
             "cluster: must not be empty",
@@ -321,3 +332,20 @@ def test_the_dashboard_password_comes_from_the_variable_the_config_names(tmp_pat
             f"  {f} (environment): dashboard.auth_password_env: names 'GL_DASH_PW', which is not set in the environment"
         )
     assert config.dashboard_auth(config.load(None, environ={"GL_DASH_PW": "s3cret"})) is None
+
+
+def test_classes_rules_in_file_order():
+    cfg = config.parse(
+        {
+            "classes": [
+                {"class": "inference", "namespaces": ["serving"]},
+                {"class": "evaluation", "labels": {"gpuledger.io/team": "evals"}, "namespaces": ["research"]},
+            ]
+        },
+        "x.toml",
+    )
+    assert cfg.classes == (
+        config.ClassRule("inference", ("serving",)),
+        config.ClassRule("evaluation", ("research",), {"gpuledger.io/team": "evals"}),
+    )
+    assert config.defaults().classes == ()

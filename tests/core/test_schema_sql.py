@@ -89,3 +89,27 @@ def test_jobs_view_keeps_exactly_the_latest_state_of_each_job(tmp_path):
         assert rows == [("a", "succeeded", dt.date(2026, 11, 3)), ("b", "failed", dt.date(2026, 11, 2))]
         # A filter on the partition column applies to the latest state, not to the states of that day.
         assert lake.execute("SELECT job_id FROM jobs WHERE date = DATE '2026-11-02'").rows == [("b",)]
+
+
+def test_a_lake_from_before_a_late_column_still_reads(tmp_path):
+    """jobs files written before `workload_class` existed lack it: the view and the polars reader make it null, and
+    a newer file beside them gives its value."""
+    from gpuledger.lake import scan
+
+    assert [c.name for c in schema.JOBS.columns if c.late] == ["workload_class"]
+    (key,) = write_rows(tmp_path, "jobs", [job_state("a", "running", at(2, 5))], "w1")
+    part = tmp_path / key
+    # As an earlier version wrote it: the same file less the late column.
+    pl.read_parquet(part).drop("workload_class").write_parquet(part)
+    assert "workload_class" not in pl.read_parquet_schema(part)
+    with Lake(tmp_path) as lake:  # every file lacks it
+        assert lake.execute("SELECT job_id, workload_class FROM jobs").rows == [("a", None)]
+    write_rows(tmp_path, "jobs", [job_state("b", "running", at(2, 6), workload_class="inference")], "w2")
+    with Lake(tmp_path) as lake:
+        rows = lake.execute("SELECT job_id, workload_class FROM jobs ORDER BY job_id").rows
+        assert rows == [("a", None), ("b", "inference")]
+        assert lake.execute(
+            "SELECT job_id FROM jobs WHERE date = DATE '2026-11-02' AND workload_class IS NULL"
+        ).rows == [("a",)]
+    got = scan(tmp_path, "jobs").select("job_id", "workload_class").sort("job_id").collect()
+    assert got.rows() == [("a", None), ("b", "inference")]
