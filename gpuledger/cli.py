@@ -855,9 +855,7 @@ def report(ctx: Ctx, month, out, cluster) -> None:
     and last month, chargeback per tenant, active against allocated GPU-hours, idle holders, queue, fragmentation,
     the capacity forecast and a reconciliation (docs/report.md)."""
     from gpuledger.report import write_report
-    from gpuledger.report.month import parse_month
 
-    parse_month(month)
     path = _out_path(out)
     r = write_report(ctx.lake, ctx.cfg, month, path, cluster)
     state = "partial month" if r.partial else "complete month"

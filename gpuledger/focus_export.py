@@ -39,11 +39,12 @@ class ExportReport:
     left_out: dict[str, float]  # unpriced GPU model -> GPU-hours left out (only with allow_unpriced)
 
 
-def parse_period(period: str) -> tuple[dt.datetime, dt.datetime]:
-    """'2026-11' -> [2026-11-01, 2026-12-01) UTC; anything else is a UsageError naming the value."""
-    m = re.fullmatch(r"(\d{4})-(\d{2})", period)
-    if not m or not 1 <= int(m.group(2)) <= 12:
-        raise UsageError(f"--period {period!r}: expected a calendar month as YYYY-MM, e.g. 2026-11")
+def parse_period(period: str, option: str = "--period") -> tuple[dt.datetime, dt.datetime]:
+    """'2026-11' -> [2026-11-01, 2026-12-01) UTC; anything else is a UsageError naming `option` and the value (a
+    month before 1970 too: the lake's times are Unix times, so it can hold nothing then)."""
+    m = re.fullmatch(r"(\d{4})-(\d{2})", period.strip())
+    if not m or not 1 <= int(m.group(2)) <= 12 or int(m.group(1)) < 1970:
+        raise UsageError(f"{option} {period!r}: expected a calendar month as YYYY-MM, e.g. 2026-11")
     start = dt.datetime(int(m.group(1)), int(m.group(2)), 1, tzinfo=dt.timezone.utc)
     end = dt.datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=dt.timezone.utc)
     return start, end

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from gpuledger.errors import UsageError
+from gpuledger.focus_export import parse_period
 from gpuledger.query import Lake
 
 UTC = dt.timezone.utc
@@ -299,11 +300,7 @@ class MonthReport:
 
 def parse_month(text: str) -> tuple[dt.date, dt.date, dt.date]:
     """'2026-11' -> (2026-11-01, 2026-12-01, 2026-10-01): the month, its end (exclusive), the month before."""
-    m = re.fullmatch(r"(\d{4})-(\d{2})", text.strip())
-    if not m or not 1 <= int(m.group(2)) <= 12 or int(m.group(1)) < 1970:
-        raise UsageError(f"--month {text!r}: expected a calendar month as YYYY-MM, e.g. 2026-11")
-    start = dt.date(int(m.group(1)), int(m.group(2)), 1)
-    end = dt.date(start.year + start.month // 12, start.month % 12 + 1, 1)
+    start, end = (t.date() for t in parse_period(text, "--month"))  # the FOCUS export's billing period, parsed once
     prev = dt.date(start.year - (start.month == 1), (start.month - 2) % 12 + 1, 1)
     return start, end, prev
 
