@@ -39,6 +39,11 @@ class Context:
     # rate card bound by the CLI, called as placement(cluster, start, end, model=...).
     placement: Callable | None = None
 
+    def filters(self, search: str | None) -> tuple[flt.Filters, list[str]]:
+        """The URL's filters, within the lake's days and narrowed to the viewer's tenants (access.scope): the one
+        way every callback reads them, so none can forget whose rows it may return."""
+        return flt.parse(search, self.data.bounds(), scope=access.scope())
+
 
 def create_app(
     lake: LakeRef,
@@ -70,7 +75,7 @@ def create_app(
         page, rest = route(pathname)
         if ctx.triggered_id == "refresh" and (page is None or getattr(page, "HEAVY", False)):
             return dash.no_update, dash.no_update, dash.no_update
-        f, bad = flt.parse(search, context.data.bounds(), scope=access.scope())
+        f, bad = context.filters(search)
         nav = [dcc.Link(p.NAME, href=p.PATH + f.search(), className="active" if p is page else "") for p in PAGES]
         fresh = freshness_text(*context.data.freshness(), dt.datetime.now(dt.timezone.utc))
         if page is None:
@@ -95,7 +100,7 @@ def create_app(
     def sync(search, start, end, tenant, model, cluster):
         """URL -> filter controls on load and history moves; controls -> URL when a user changes one."""
         if ctx.triggered_id in (None, "url"):
-            f, _ = flt.parse(search, context.data.bounds(), scope=access.scope())
+            f, _ = context.filters(search)
             return dash.no_update, f.start.isoformat(), f.end.isoformat(), f.tenant, f.model, f.cluster
         new = flt.search((start or "")[:10], (end or "")[:10], tenant, model, cluster)
         return (new if new != search else dash.no_update), *([dash.no_update] * 5)

@@ -8,7 +8,7 @@ import math
 import polars as pl
 from dash import Input, Output, State, dcc, html
 
-from gpuledger.dashboards import access, figures
+from gpuledger.dashboards import figures
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, no_data, note, section, table
@@ -214,7 +214,7 @@ def register(app, ctx) -> None:
             return note(
                 f"The reclaim time must be a number of hours (empty: none), not {_shown(idle_h)}.", "cap-wi-error"
             )
-        f, _ = flt.parse(search, ctx.data.bounds(), scope=access.scope())
+        f, _ = ctx.filters(search)
         clusters = ctx.data.clusters()
         if f.cluster is None and len(clusters) > 1:  # one cluster's jobs cannot run on another's GPUs
             return note(f"Pick a cluster in the filter bar: the what-if replays one ({', '.join(clusters)}).")

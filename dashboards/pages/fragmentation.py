@@ -6,8 +6,7 @@ from __future__ import annotations
 import polars as pl
 from dash import Input, Output, State, dcc, html
 
-from gpuledger.dashboards import access, figures, links
-from gpuledger.dashboards import filters as flt
+from gpuledger.dashboards import figures, links
 from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 from gpuledger.errors import GpuledgerError
@@ -131,7 +130,7 @@ def register(app, ctx) -> None:
     def run_replay(_n, search):
         if ctx.placement is None:
             return note("The replay is not available in this app (it was started without the analytics).")
-        f, _ = flt.parse(search, ctx.data.bounds(), scope=access.scope())
+        f, _ = ctx.filters(search)
         clusters = ctx.data.clusters()
         if f.cluster is None and len(clusters) > 1:  # one cluster's jobs cannot run on another's GPUs
             return note(
