@@ -56,6 +56,31 @@ def job_state(job_id: str, status: str, updated_at: dt.datetime, **columns) -> d
     return {k: epoch_us(v) if isinstance(v, dt.datetime) else v for k, v in row.items()}
 
 
+def finished_job(
+    job_id: str, tenant: str, gpu: str | None, start: dt.datetime, end: dt.datetime, namespace: str | None = None
+) -> dict:
+    """A one-H100 job of `tenant` in cluster "default" on node n1 that ran on `gpu` (None: no GPU named) from `start`
+    to `end` and succeeded: its final state, as the k8s source writes it."""
+    return job_state(
+        job_id,
+        "succeeded",
+        end,
+        cluster="default",
+        tenant=tenant,
+        namespace=namespace or tenant,
+        pod=f"pod-{job_id}",
+        gpu_model=H100,
+        gpus=1.0,
+        gpu_sharing="none",
+        submitted_at=start,
+        scheduled_at=start,
+        started_at=start,
+        finished_at=end,
+        node="n1",
+        gpu_uuids=[gpu] if gpu else [],
+    )
+
+
 # -- allocations ---------------------------------------------------------------------------------------------------
 def allocation(
     job_id: str, tenant: str, gpu_uuid: str | None, share: float, start: dt.datetime, end: dt.datetime, **columns

@@ -36,7 +36,7 @@ from gpuledger.dashboards.filters import Filters
 from gpuledger.dashboards.pages import overview, tenants
 from gpuledger.query import Lake
 
-from builders import H100, at, epoch_us, job_state, write_rows
+from builders import H100, at, epoch_us, finished_job, write_rows
 
 NOV = dt.date(2026, 11, 1)
 CFG = dataclasses.replace(defaults(), rates=(Rate("H100", 2.0, dt.date(2026, 1, 1)),))
@@ -55,25 +55,7 @@ def samples(start, end):
     return rows
 
 
-def job(job_id, tenant, gpu, start, end):
-    return job_state(
-        job_id,
-        "succeeded",
-        end,
-        cluster=CFG.cluster,
-        tenant=tenant,
-        namespace=tenant,
-        pod=f"pod-{job_id}",
-        gpu_model=H100,
-        gpus=1.0,
-        gpu_sharing="none",
-        submitted_at=start,
-        scheduled_at=start,
-        started_at=start,
-        finished_at=end,
-        node="n1",
-        gpu_uuids=[gpu] if gpu else [],
-    )
+job = finished_job  # tests/builders.py
 
 
 @pytest.fixture(scope="module")

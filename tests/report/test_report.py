@@ -33,7 +33,7 @@ from gpuledger.config import Rate, defaults
 from gpuledger.query import Lake
 from gpuledger.report import write_report
 
-from builders import H100, at, epoch_us, job_state, write_rows
+from builders import H100, at, epoch_us, finished_job, write_rows
 from conftest import REPO
 
 SHOTS = os.environ.get("GPULEDGER_SCREENSHOTS")  # a folder: save the report's screenshot there (docs/screenshots)
@@ -112,25 +112,7 @@ def samples(start, end, busy, jobs):
     return rows_
 
 
-def job(job_id, tenant, gpu, start, end, namespace=None):
-    return job_state(
-        job_id,
-        "succeeded",
-        end,
-        cluster="default",
-        tenant=tenant,
-        namespace=namespace or tenant,
-        pod=f"pod-{job_id}",
-        gpu_model=H100,
-        gpus=1.0,
-        gpu_sharing="none",
-        submitted_at=start,
-        scheduled_at=start,
-        started_at=start,
-        finished_at=end,
-        node="n1",
-        gpu_uuids=[gpu],
-    )
+job = finished_job  # tests/builders.py
 
 
 @pytest.fixture(scope="module", params=["none", "proportional"])
