@@ -40,13 +40,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from s3_server import MotoServer, upload  # noqa: E402
-
 from gpuledger.analytics import runner  # noqa: E402
 from gpuledger.config import defaults  # noqa: E402
 from gpuledger.store import open_store, s3_state  # noqa: E402
 
 from builders import END, make_lake  # noqa: E402
+from s3_server import MotoServer, upload  # noqa: E402
 
 HOUR_S = 3600
 # werkzeug colours some lines (a 206 or a 404) with ANSI escapes inside the quotes.

@@ -24,13 +24,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from s3_server import MotoServer  # noqa: E402
-
 from gpuledger.collector.sim_source import SimSource  # noqa: E402
 from gpuledger.config import SimConfig, defaults  # noqa: E402
 from gpuledger.lake import LakeWriter  # noqa: E402
 from gpuledger.spool import Spool  # noqa: E402
 from gpuledger.store import open_store  # noqa: E402
+
+from s3_server import MotoServer  # noqa: E402
 
 T0 = 1_793_491_200.0  # 2026-11-01T00:00:00Z
 

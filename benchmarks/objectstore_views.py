@@ -29,10 +29,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _proc import gpuledger as gl  # noqa: E402
 from finops_views import END, QUERIES  # noqa: E402
-from s3_server import MotoServer, upload  # noqa: E402
 
 from gpuledger.query import Lake  # noqa: E402
 from gpuledger.store import open_store  # noqa: E402
+
+from s3_server import MotoServer, upload  # noqa: E402
 
 VIEWS = ("tenant_daily", "queue_stats", "focus_cost")
 

@@ -45,7 +45,9 @@ def query(prom: str, q: str) -> list:
     return api(prom, "query", query=q)["result"]
 
 
-def wait_for(pred, what: str, timeout_s: float = 60.0):
+def wait_for(pred, what: str, timeout_s: float = 60.0, prom: str | None = None):
+    """Until `pred()` is true (a connection refused meanwhile is a no); on a timeout, with `prom` (Prometheus' URL),
+    the error names its targets and their last errors."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         try:
@@ -54,7 +56,12 @@ def wait_for(pred, what: str, timeout_s: float = 60.0):
         except OSError:
             pass
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = ""
+    if prom is not None:
+        targets = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in api(prom, "targets")["activeTargets"]]
+        own = [r["metric"] for r in query(prom, '{__name__=~"gpuledger.*"}')][:6]
+        seen = f"; targets: {targets}; gpuledger series: {own}"
+    raise AssertionError(f"timed out waiting for {what}{seen}")
 
 
 @contextlib.contextmanager

@@ -19,7 +19,6 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from s3_server import download, upload
 
 from gpuledger.analytics.runner import run
 from gpuledger.compaction import compact
@@ -28,6 +27,7 @@ from gpuledger.schema import DERIVED_TABLES
 from gpuledger.store import open_store
 
 from builders import END, differences, make_lake
+from s3_server import download, upload
 
 LATE_DAY = dt.date(2026, 10, 31)
 END_DAY = dt.datetime.fromtimestamp(END, dt.timezone.utc).date()

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,6 +19,10 @@ from gpuledger.collector.runner import Collector
 from gpuledger.config import Config
 from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import Spool
+
+import prometheus_server
+from prometheus_server import query
+from s3_server import free_port
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "dcgm"
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
@@ -35,12 +37,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(PROMETHEUS is None, reason="Debian package prometheus not installed"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Pages(BaseHTTPRequestHandler):
@@ -59,14 +55,6 @@ class Pages(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-
-import urllib.parse  # noqa: E402
-
-
-def query(url: str, q: str) -> list:
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': q})}", timeout=5) as r:
-        return json.loads(r.read())["data"]["result"]
 
 
 @pytest.fixture
@@ -108,18 +96,7 @@ def prometheus(tmp_path):
 
 
 def wait_for(pred, url: str, timeout_s=40.0, what: str = ""):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        try:
-            if pred():
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    with urllib.request.urlopen(f"{url}/api/v1/targets", timeout=5) as r:
-        targets = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in json.loads(r.read())["data"]["activeTargets"]]
-    own = [r["metric"] for r in query(url, '{__name__=~"gpuledger.*"}')][:6]
-    raise AssertionError(f"timed out waiting for {what}; targets: {targets}; gpuledger series: {own}")
+    prometheus_server.wait_for(pred, what, timeout_s, prom=url)
 
 
 def test_dcgm_series_through_a_real_prometheus_land_in_the_lake(prometheus, tmp_path):

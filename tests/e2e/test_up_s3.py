@@ -20,11 +20,11 @@ import uuid
 import polars as pl
 import pyarrow.fs as pafs
 import pytest
-from s3_server import free_port
 
 from gpuledger.lake import scan
 
 from builders import page_request
+from s3_server import free_port
 
 CONFIG = """
 [collector]

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from prometheus_server import PROMETHEUS, exporter_and_prometheus, get, query, wait_for
 
 pytestmark = [

@@ -5,7 +5,6 @@ exporter rebuild."""
 from __future__ import annotations
 
 import pytest
-from s3_server import upload
 
 from gpuledger.analytics.exporter import Exporter
 from gpuledger.analytics.exporter.server import registry
@@ -13,6 +12,7 @@ from gpuledger.store import open_store
 
 from builders import END
 from exporter_case import RUN, samples, value, write_case
+from s3_server import upload
 
 
 def test_same_series_from_a_folder_and_a_bucket(tmp_path, s3):

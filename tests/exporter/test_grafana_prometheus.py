@@ -24,9 +24,9 @@ import time
 
 import polars as pl
 import pytest
-from prometheus_server import PROMETHEUS, REPO, api, exporter_and_prometheus, query, wait_for
 
 from builders import END, epoch_us, write_rows
+from prometheus_server import PROMETHEUS, REPO, api, exporter_and_prometheus, query, wait_for
 
 pytestmark = [
     pytest.mark.slow,

@@ -19,9 +19,9 @@ import polars as pl  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from fsspec.implementations.arrow import ArrowFSWrapper  # noqa: E402
-from s3_server import KEY_ID, REGION, SECRET, MotoServer  # noqa: E402
 
 from builders import make_lake  # noqa: E402
+from s3_server import KEY_ID, REGION, SECRET, MotoServer  # noqa: E402
 
 
 class S3Wrapper(ArrowFSWrapper):

@@ -28,7 +28,6 @@ import duckdb
 import obstore
 import polars as pl
 import pytest
-from s3_server import download, upload
 
 from gpuledger.analytics.runner import run
 from gpuledger.collector import sources
@@ -41,6 +40,7 @@ from gpuledger.store import open_store
 from gpuledger.store.s3 import S3Store
 
 from builders import differences
+from s3_server import download, upload
 
 T0 = 1_793_491_200.0 - 2 * 3600  # 2026-10-31T22:00Z: HOURS from here span two dates
 HOURS = 3

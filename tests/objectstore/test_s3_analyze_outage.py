@@ -10,11 +10,11 @@ import sys
 import time
 
 import obstore
-from s3_server import MotoServer, download, upload
 
 from gpuledger.store import open_store
 
 from builders import END, assert_same_lake, make_lake
+from s3_server import MotoServer, download, upload
 
 TO = "2026-11-02T00:00:00Z"  # END
 

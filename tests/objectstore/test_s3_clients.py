@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow.fs as pafs
 import pytest
 from fsspec.implementations.arrow import ArrowFSWrapper
+
 from s3_server import KEY_ID, REGION, SECRET, MotoServer, free_port
 
 UTC = dt.timezone.utc

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 from distributed import LocalCluster
-from s3_server import download, upload
 
 from gpuledger.analytics.runner import run
 from gpuledger.errors import ClusterError
 from gpuledger.store import open_store
 
 from conftest import END, make_lake
+from s3_server import download, upload
 
 
 def test_workers_that_cannot_reach_the_bucket_fail_the_run_before_it_writes(s3, tmp_path, monkeypatch):

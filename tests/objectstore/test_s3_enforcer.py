@@ -14,12 +14,12 @@ import shutil
 import signal
 
 import pytest
-from s3_server import MotoServer, upload
 
 from gpuledger.store import open_store
 
 from builders import serve_enforcer, stop_enforcer
 from conftest import END, REPO
+from s3_server import MotoServer, upload
 
 AT = dt.datetime.fromtimestamp(END, dt.timezone.utc).isoformat()  # the analysed lake's end: its table is fresh
 H100 = "NVIDIA H100 80GB HBM3"

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from s3_server import MotoServer, free_port
 
 from gpuledger.collector import sources
 from gpuledger.collector.runner import Collector
@@ -25,6 +24,8 @@ from gpuledger.lake import LakeWriter, frame_from_columns, scan, table_files
 from gpuledger.spool import Spool
 from gpuledger.store import StoreUnreachable, open_store
 from gpuledger.store import s3 as store_s3
+
+from s3_server import MotoServer, free_port
 
 TABLES = ("gpu_samples", "gpu_processes", "nodes", "health_events")
 CONFIG = """

@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from s3_server import MotoServer, upload
 
 from gpuledger.store import open_store
 
 from builders import make_lake
+from s3_server import MotoServer, upload
 
 READ = ("s3:ListBucket", "s3:GetObject")
 WRITE = (*READ, "s3:PutObject")

@@ -11,13 +11,14 @@ import json
 
 import polars as pl
 import pytest
-from s3_server import upload
 
 from gpuledger.errors import QueryError
 from gpuledger.query import Lake
 from gpuledger.store import open_store
 from gpuledger.store.base import parquet_bytes
 from gpuledger.store.s3 import S3Store
+
+from s3_server import upload
 
 
 @pytest.fixture

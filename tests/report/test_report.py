@@ -416,9 +416,9 @@ def test_the_report_is_written_atomically(hand_lake, tmp_path):
 
 
 def test_the_report_of_an_s3_lake_is_the_local_ones(s3, hand_lake, tmp_path):
-    from s3_server import upload
-
     from gpuledger.store import open_store
+
+    from s3_server import upload
 
     _, lake, cfg = hand_lake
     remote = open_store(f"s3://{s3.bucket}/fleet/lake")
