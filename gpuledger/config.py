@@ -183,6 +183,41 @@ class ClassRule:
         return all(labels.get(k) == v for k, v in self.labels.items())
 
 
+@dataclass(frozen=True)
+class ClassPolicy:
+    """What the policies allow one workload class ([class_policy.<class>]; docs/workload-classes.md). A table sets
+    only the keys it names: the others keep that class's built-in defaults (DEFAULT_CLASS_POLICIES)."""
+
+    idle_below_pct: float = key(
+        1.0,
+        "a window whose GPU utilization is below this is idle (1: fully idle, NVML's integer percent reads 0)",
+        unit="%",
+        gt=0,
+        le=100,
+    )
+    idle_after_h: float = key(
+        2.0,
+        "consecutive idle windows adding up to this make an idle hold (any activity starts the count again)",
+        unit="h",
+        gt=0,
+        shown="notebook 1, others 2",
+    )
+    reclaim: bool = key(
+        True,
+        "`gpuledger reclaim` may act on its idle holds (warn, then suspend, deactivate or delete)",
+        shown="inference and other: false",
+    )
+    priority_class: str = key(
+        "",
+        "the PriorityClass the webhook's /mutate sets on its workloads, before the fair-share tiers",
+        check=NOT_EMPTY,
+        shown="none (fair share decides)",
+    )
+    may_exceed_quota: bool = key(
+        False, "its workloads are admitted over the tenant's quota, with a warning (quota is still counted)"
+    )
+
+
 LAKE = Check(
     "a directory or s3://bucket/prefix",
     lambda v: NOT_EMPTY.problem(v) or store_location_problem(v),
@@ -469,6 +504,13 @@ class Config:
             "shown": "none (the owner chain decides)",
         },
     )
+    class_policy: dict[str, ClassPolicy] = field(
+        default_factory=lambda: dict(DEFAULT_CLASS_POLICIES),
+        metadata={
+            "tables": "per workload class: idle rule, reclaim, priority class, quota exemption",
+            "shown": "notebook idle after 1 h; inference and other never reclaimed",
+        },
+    )
     source_file: str = "<built-in defaults>"
     # Not a key: `load` reads it from the variable dashboard.auth_password_env names (empty when unset), and
     # `dashboard_auth` refuses an empty one. Out of repr, so a logged config never shows it.
@@ -501,6 +543,19 @@ DEFAULT_RATES = (
     Rate("NVIDIA L4", 0.44, dt.date(2026, 1, 1)),
     Rate("Tesla T4", 0.29, dt.date(2026, 1, 1)),
 )
+
+
+# Notebooks are parked interactively (an hour idle is a person gone); training has quiet phases (checkpoints, data
+# loading, evaluation between epochs), hence two; inference idles at night by design and is never reclaimed by
+# default; `other` is cluster add-ons and cron jobs, reported but never touched.
+DEFAULT_CLASS_POLICIES = {
+    "training": ClassPolicy(idle_after_h=2.0),
+    "inference": ClassPolicy(idle_after_h=2.0, reclaim=False),
+    "notebook": ClassPolicy(idle_after_h=1.0),
+    "evaluation": ClassPolicy(idle_after_h=2.0),
+    "other": ClassPolicy(idle_after_h=2.0, reclaim=False),
+}
+assert set(DEFAULT_CLASS_POLICIES) == set(WORKLOAD_CLASSES)
 
 
 def defaults() -> Config:
@@ -557,6 +612,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         values["rates"] = _rates(c, top["rates"])
     if "classes" in top:
         values["classes"] = _classes(c, top["classes"])
+    if "class_policy" in top:
+        values["class_policy"] = _class_policy(c, top["class_policy"])
     cfg = Config(source_file=source_file, **values)
 
     # Rules between keys.
@@ -656,6 +713,21 @@ def _classes(c: Walker, raw: Any) -> tuple[ClassRule, ...]:
         if len(c.problems) == n:
             out.append(ClassRule(**values))
     return tuple(out)
+
+
+def _class_policy(c: Walker, raw: Any) -> dict[str, ClassPolicy]:
+    out = dict(DEFAULT_CLASS_POLICIES)
+    if not isinstance(raw, dict):
+        c.bad("class_policy", "expected a table of tables ([class_policy.notebook])")
+        return out
+    for name, doc in raw.items():
+        where = f"class_policy.{name}"
+        if name not in WORKLOAD_CLASSES:
+            c.bad(where, f"unknown workload class {name!r} (known: {', '.join(WORKLOAD_CLASSES)})")
+            continue
+        # Only the keys given: the rest keep this class's defaults, not the dataclass's.
+        out[name] = replace(out[name], **c.values(c.table(doc, where, allowed(ClassPolicy)), where, ClassPolicy))
+    return out
 
 
 def load(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:

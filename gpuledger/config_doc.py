@@ -88,6 +88,9 @@ def table() -> str:
         elif "rows" in f.metadata:
             lines.append(_row(f"`[[{f.name}]]`", "array of tables", "", f.metadata["shown"], f.metadata["rows"]))
             lines += _rows(typing.get_args(hints[f.name])[0], f"{f.name}[].")
+        elif "tables" in f.metadata:  # one table per name: [class_policy.notebook]
+            lines.append(_row(f"`[{f.name}.<name>]`", "table per name", "", f.metadata["shown"], f.metadata["tables"]))
+            lines += _rows(typing.get_args(hints[f.name])[1], f"{f.name}.<name>.")
     return "\n".join(lines) + "\n"
 
 

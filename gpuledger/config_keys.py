@@ -106,6 +106,7 @@ def _shape(tp: Any) -> tuple[str, Any]:
 # `int | float` takes either as given (a quota of 40 GPUs stays 40).
 _KINDS: dict[Any, tuple[tuple[type, ...], str]] = {
     str: ((str,), "a string"),
+    bool: ((bool,), "true or false"),
     int: ((int,), "an integer"),
     float: ((int, float), "a number"),
     int | float: ((int, float), "a number"),
@@ -184,7 +185,7 @@ class Walker:
 
     def _item(self, path: str, v: Any, k: Key, tp: Any) -> Any:
         accepts, name = _KINDS[tp]
-        if isinstance(v, bool) or not isinstance(v, accepts):  # TOML true is no number
+        if (isinstance(v, bool) and tp is not bool) or not isinstance(v, accepts):  # TOML true is no number
             return self._wrong(path, name, v)
         if isinstance(v, float) and not math.isfinite(v):  # TOML has nan and inf: no number of ours means either
             self.bad(path, f"must be a finite number, got {v!r}")
@@ -265,4 +266,4 @@ def sections(cls: type) -> list[tuple[str, type, str]]:
 def allowed(cls: type) -> set[str]:
     """The keys a table of `cls` may hold (a nested table counts once, by its name)."""
     top = {toml_key(f, k).partition(".")[0] for f, k, _ in declared(cls)}
-    return top | {f.name for f in dataclasses.fields(cls) if "section" in f.metadata or "rows" in f.metadata}
+    return top | {f.name for f in dataclasses.fields(cls) if {"section", "rows", "tables"} & set(f.metadata)}
