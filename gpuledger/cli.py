@@ -716,6 +716,12 @@ def exporter(ctx: Ctx, port, host) -> None:
         exp.stop()
 
 
+# -- quota ---------------------------------------------------------------------------------------------
+@main.group()
+def quota() -> None:
+    """Quota requests and their approvals, and the Kueue objects of the tenants' quotas (docs/governance.md)."""
+
+
 # -- enforcer ------------------------------------------------------------------------------------------
 @main.group()
 def enforcer() -> None:
