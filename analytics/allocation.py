@@ -54,7 +54,8 @@ def split_time_sliced(rows: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None = None) -> pl.LazyFrame:
-    """Columns: cluster, job_id, tenant, namespace, pod, node, gpu_model, gpu_uuid, share, start, end, open."""
+    """Columns: cluster, job_id, tenant, namespace, pod, node, gpu_model, gpu_uuid, share, start, end, open,
+    workload_class."""
     now_lit = pl.lit(now).dt.cast_time_unit("us")
     j = latest(jobs).filter(pl.col("scheduled_at").is_not_null())
     if pods is not None:
@@ -94,6 +95,7 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
         "start",
         "end",
         "open",
+        "workload_class",
     ]
     return (
         split_time_sliced(rows.select(*cols, "gpu_sharing", "gpus"))

@@ -26,8 +26,8 @@ _ATTRS = ("node", "tenant", "gpu_model")
 _GROUP = ("cluster", "hour", "job_id", *_ATTRS)
 
 
-def _job_attrs() -> list[pl.Expr]:
-    return [pl.col(c).first() for c in _ATTRS]
+def _job_attrs(*more: str) -> list[pl.Expr]:
+    return [pl.col(c).first() for c in (*_ATTRS, *more)]
 
 
 def _gpu_hour_aggs() -> list[pl.Expr]:
@@ -49,6 +49,8 @@ def job_hourly(
     window_h: int = DEFAULT_WINDOW_H,
 ) -> pl.LazyFrame:
     """Per job and hour; `idle_gpu_hours` is the waste by the threshold x window rule of analytics/waste.py."""
+    if "workload_class" not in allocs.collect_schema().names():  # intervals built before classes (imports, tests)
+        allocs = allocs.with_columns(pl.lit(None, pl.String).alias("workload_class"))
     wasted = (
         idle_allocated(allocs, hourly, threshold_pct, window_h)
         .filter(pl.col("wasted"))
@@ -65,7 +67,7 @@ def job_hourly(
     return (
         h.group_by("cluster", "job_id", "hour")
         .agg(
-            *_job_attrs(),
+            *_job_attrs("workload_class"),
             *_gpu_hour_aggs(),
             pl.col("mem_used_bytes_max").max(),
             pl.col("util_gpu_pct_mean").is_not_null().all().alias("measured"),

@@ -21,6 +21,7 @@ import polars as pl
 from gpuledger.classes import WORKLOAD_CLASSES
 
 UTC_US = pl.Datetime("us", "UTC")
+_CLASSES_DOC = ", ".join(WORKLOAD_CLASSES) + "; null in rows written before it"
 PARTITION_COLUMNS = ("date",)
 LABELS = pl.List(pl.Struct({"key": pl.String, "value": pl.String}))
 GPU_HOURS_EXACT = pl.Decimal(18, 9)  # GPU-hours to the nano-GPU-hour: the FOCUS export's exact quantities
@@ -174,7 +175,7 @@ JOBS = Table(
         _c("owner_kind", pl.String, "top owner kind (Job, JobSet, RayJob, ...)"),
         _c("owner_name", pl.String, "top owner name"),
         _c("source", pl.String, "collector source (k8s, sim, import)", False),
-        _c("workload_class", pl.String, ", ".join(WORKLOAD_CLASSES) + "; null in rows written before it", late=True),
+        _c("workload_class", pl.String, _CLASSES_DOC, late=True),
         _DATE,
     ),
 )
@@ -350,6 +351,7 @@ JOB_HOURLY = Table(
             pl.Float64,
             "allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)",
         ),
+        _c("workload_class", pl.String, "the job's class: " + _CLASSES_DOC, late=True),
         _DATE,
     ),
 )
@@ -402,6 +404,7 @@ JOB_STATS = Table(
         _c("idle_gpu_hours", pl.Float64, "allocated but idle by the waste rule (analytics.waste_*)"),
         _c("efficiency", pl.Float64, "busy_gpu_hours / allocated_gpu_hours; null where not measured"),
         _c("cost_usd", pl.Float64, "its GPU time priced by the rate card (method analytics.cost_method)"),
+        _c("workload_class", pl.String, "the job's class: " + _CLASSES_DOC, late=True),
         _DATE,
     ),
 )
@@ -423,6 +426,7 @@ GPU_ALLOCATIONS = Table(
         _c("start", UTC_US, "bound, UTC", False),
         _c("end", UTC_US, "released, UTC (the analysis time while still held)", False),
         _c("open", pl.Boolean, "still held at the analysis time"),
+        _c("workload_class", pl.String, "the job's class: " + _CLASSES_DOC, late=True),
         _DATE,
     ),
 )

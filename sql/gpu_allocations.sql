@@ -16,6 +16,8 @@ SELECT
     CAST(start AS TIMESTAMP WITH TIME ZONE) AS start,        -- TIMESTAMP WITH TIME ZONE: bound, UTC
     CAST("end" AS TIMESTAMP WITH TIME ZONE) AS "end",        -- TIMESTAMP WITH TIME ZONE: released, UTC (the analysis time while still held)
     CAST(open AS BOOLEAN) AS open,                           -- BOOLEAN: still held at the analysis time
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: the job's class: training, inference, notebook, evaluation, other; null in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_allocations/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_allocations/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false);

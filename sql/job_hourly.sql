@@ -16,6 +16,8 @@ SELECT
     CAST(mem_used_bytes_max AS BIGINT) AS mem_used_bytes_max, -- BIGINT: peak memory used on its GPUs
     CAST(measured AS BOOLEAN) AS measured,                   -- BOOLEAN: every GPU it held reported utilization that hour
     CAST(idle_gpu_hours AS DOUBLE) AS idle_gpu_hours,        -- DOUBLE: allocated GPU-hours wasted by the analytics.waste_* rule (idle in a long run)
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: the job's class: training, inference, notebook, evaluation, other; null in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/job_hourly/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false);

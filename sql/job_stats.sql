@@ -29,6 +29,8 @@ SELECT
     CAST(idle_gpu_hours AS DOUBLE) AS idle_gpu_hours,        -- DOUBLE: allocated but idle by the waste rule (analytics.waste_*)
     CAST(efficiency AS DOUBLE) AS efficiency,                -- DOUBLE: busy_gpu_hours / allocated_gpu_hours; null where not measured
     CAST(cost_usd AS DOUBLE) AS cost_usd,                    -- DOUBLE: its GPU time priced by the rate card (method analytics.cost_method)
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: the job's class: training, inference, notebook, evaluation, other; null in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/job_stats/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false);
