@@ -10,9 +10,9 @@ the tables the pages read, copied out of the lake (by `query.Lake`) into one in-
 rebuilt (in the background, the old one serving meanwhile) when the analytics have written since (their state
 files changed). Each query on the lake's views pays 20-40 ms to list and bind a year of Parquet files; a page asks
 five to ten questions, which made a page 0.3-1.1 s on a year of 1,000 GPUs. The same questions in memory take a
-few ms. job_hourly is kept per cluster, tenant, model and day (job_daily), which is all the pages ask of it. A few
-queries (one hour of gpu_hourly, admission decisions, a tenant's jobs) go to the lake itself (`lake=True`), on a
-`query.Lake` taken from a pool (one per request running at once, kept for the next).
+few ms. job_hourly is kept per cluster, tenant, model, workload class and day (job_daily), which is all the pages
+ask of it. A few queries (one hour of gpu_hourly, admission decisions, a tenant's jobs) go to the lake itself
+(`lake=True`), on a `query.Lake` taken from a pool (one per request running at once, kept for the next).
 
 The swap: a request holds the snapshot it took (Snapshot.acquire) until its query is done; a rebuild replaces
 the current one under a lock and retires the old, which closes when its last reader releases it. So no request
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 JOB_STATS_COLUMNS = (
     "cluster, job_id, tenant, gpu_model, gpus, status, submitted_at, scheduled_at, queue_s, run_s, held_s, gpu_hours, "
-    "size_bucket, expansion, allocated_gpu_hours, busy_gpu_hours, idle_gpu_hours, efficiency, cost_usd, date"
+    "size_bucket, expansion, allocated_gpu_hours, busy_gpu_hours, idle_gpu_hours, efficiency, cost_usd, "
+    "workload_class, date"
 )
 # snapshot table -> (the lake table it comes from, the query that fills it)
 SNAPSHOT = {
@@ -66,7 +67,7 @@ SNAPSHOT = {
     ),
     "job_daily": (
         "job_hourly",
-        "SELECT date, cluster, tenant, gpu_model, sum(allocated_gpu_hours) AS allocated_gpu_hours, "
+        "SELECT date, cluster, tenant, gpu_model, workload_class, sum(allocated_gpu_hours) AS allocated_gpu_hours, "
         "sum(busy_gpu_hours) AS busy_gpu_hours, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_hourly GROUP BY ALL",
     ),
 }

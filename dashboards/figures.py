@@ -46,7 +46,8 @@ SIZE_ORDER = ("<1", "1", "2", "3-4", "5-8", ">8")  # job_stats.size_bucket, smal
 MAX_LINES = 6  # lines in one plot; more are drawn as small multiples
 DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x")
-NAMED = {"tenant", "gpu_model", "cluster", "decision", "variant"}  # columns whose values have their own colour
+# columns whose values have their own colour
+NAMED = {"tenant", "gpu_model", "cluster", "decision", "variant", "workload_class"}
 
 
 def colour(name: object) -> str:

@@ -97,6 +97,7 @@ REGISTRY: dict[str, Col] = {
         variant="Variant",
         method="Forecast method",
         size_bucket="Job size (GPUs)",
+        workload_class="Workload class",
         queue="Queue",
         gpu_uuid="GPU",
         parent_gpu_uuid="Physical GPU",

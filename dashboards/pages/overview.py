@@ -9,8 +9,9 @@ from dash import html
 
 from gpuledger.dashboards import figures
 from gpuledger.dashboards import format as fmt
+from gpuledger.dashboards.classes import by_class
 from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, MODEL_SQL
-from gpuledger.dashboards.ui import graph, kpi, no_data, section, table
+from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/"
 NAME = "Overview"
@@ -75,6 +76,7 @@ def layout(ctx, f):
         f"WHERE status = 'pending' AND {BOTH_SQL} ORDER BY submitted_at, cluster, job_id LIMIT 200",
         [*f.both_args],
     )
+    classes = by_class(data, f)
     tot = (
         now.select(pl.col("gpus", "allocated_gpus", "busy_gpus", "pending_gpus").sum()).row(0)
         if now.height
@@ -121,6 +123,25 @@ def layout(ctx, f):
             ),
         ),
         section("Now, by cluster and GPU model", table("ov-now", now)),
+        section(
+            "By workload class (in the range)",
+            note(
+                "How busy each kind of work keeps the GPUs it holds, and what it costs at each tenant's own price per "
+                "GPU-hour; policies per class: docs/workload-classes.md."
+            ),
+            graph(
+                "ov-class",
+                figures.bars(
+                    classes,
+                    "workload_class",
+                    {"allocated_gpu_hours": "allocated", "busy_gpu_hours": "busy"},
+                    "GPU-hours held and busy, by workload class",
+                    "GPU-h",
+                    "workload class",
+                ),
+            ),
+            table("ov-class-table", classes),
+        ),
         html.Div(
             [
                 section("Health events in the range (Xid, ECC, lost GPUs, ...)", table("ov-health", health)),

@@ -13,20 +13,22 @@ NAME = "Queue"
 
 
 def quantiles(data, f) -> dict[str, pl.DataFrame]:
-    """Wait quantiles (minutes) of the jobs submitted in the range that were scheduled: by size, model, tenant and
-    overall, in one pass over the jobs (GROUPING SETS)."""
+    """Wait quantiles (minutes) of the jobs submitted in the range that were scheduled: by size, model, tenant,
+    workload class and overall, in one pass over the jobs (GROUPING SETS)."""
     q = data.frame(
         "SELECT CASE WHEN grouping(size_bucket) = 0 THEN 'size_bucket' WHEN grouping(gpu_model) = 0 THEN "
-        "'gpu_model' WHEN grouping(tenant) = 0 THEN 'tenant' ELSE 'all' END AS dim, "
-        "coalesce(CAST(size_bucket AS VARCHAR), gpu_model, tenant, '(none)') AS key, count(*) AS jobs, "
+        "'gpu_model' WHEN grouping(tenant) = 0 THEN 'tenant' WHEN grouping(workload_class) = 0 THEN 'workload_class' "
+        "ELSE 'all' END AS dim, "
+        "CASE WHEN grouping(workload_class) = 0 THEN coalesce(workload_class, 'unclassified') ELSE "
+        "coalesce(CAST(size_bucket AS VARCHAR), gpu_model, tenant, '(none)') END AS key, count(*) AS jobs, "
         "quantile_cont(queue_s / 60, [0.1, 0.25, 0.5, 0.75, 0.9]) AS q, avg(queue_s / 60) AS mean "
         f"FROM job_stats WHERE date BETWEEN ? AND ? AND queue_s IS NOT NULL AND {BOTH_SQL} "
-        "GROUP BY GROUPING SETS ((size_bucket), (gpu_model), (tenant), ())",
+        "GROUP BY GROUPING SETS ((size_bucket), (gpu_model), (tenant), (workload_class), ())",
         [f.start, f.end, *f.both_args],
     )
     q = q.with_columns(pl.col("q").list.get(i).alias(n) for i, n in enumerate(("p10", "p25", "p50", "p75", "p90")))
     out = {}
-    for dim in ("size_bucket", "gpu_model", "tenant", "all"):
+    for dim in ("size_bucket", "gpu_model", "tenant", "workload_class", "all"):
         d = q.filter(pl.col("dim") == dim).drop("dim", "q").rename({"key": dim}).sort(dim)
         out[dim] = d.select(dim, "jobs", "p10", "p25", "p50", "p75", "p90", "mean")
     return out
@@ -71,6 +73,17 @@ def layout(ctx, f):
                 "q-tenant",
                 figures.boxes(qs["tenant"], "tenant", "Wait by tenant", "wait (min)", "tenant"),
             ),
+        ),
+        section(
+            "Wait by workload class",
+            note("A notebook's user waits at the keyboard; a training job's wait is throughput lost."),
+            graph(
+                "q-class",
+                figures.boxes(
+                    qs["workload_class"], "workload_class", "Wait by workload class", "wait (min)", "workload class"
+                ),
+            ),
+            table("q-class-table", qs["workload_class"]),
         ),
         section(f"Pending now ({int(pending['jobs'].sum() or 0)} jobs)", table("q-pending", pending)),
         section(

@@ -7,6 +7,7 @@ from dash import html
 
 from gpuledger.dashboards import figures, links
 from gpuledger.dashboards import format as fmt
+from gpuledger.dashboards.classes import by_class
 from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
@@ -172,10 +173,19 @@ def layout(ctx, f):
             ),
             table("ten-cost-table", c),
         ),
+        section(
+            "By workload class",
+            note(
+                "Each tenant's GPU time by the kind of work it did, at its own price per GPU-hour: how busy it kept "
+                "what it held, and what the idle part cost."
+            ),
+            table("ten-class", by_class(data, f, per_tenant=True)),
+        ),
     ]
     if f.tenant:
         jobs = data.frame(
-            "SELECT cluster, job_id, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, efficiency, "
+            "SELECT cluster, job_id, workload_class, gpu_model, gpus, status, submitted_at, queue_s, run_s, gpu_hours, "
+            "efficiency, "
             f"cost_usd FROM job_stats WHERE date BETWEEN ? AND ? AND {TENANT_SQL} "
             "ORDER BY cost_usd DESC NULLS LAST LIMIT 500",
             [f.start, f.end, *f.tenant_args],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuledger.dashboards import figures, links
+from gpuledger.dashboards.classes import by_class
 from gpuledger.dashboards.filters import BOTH_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
@@ -43,6 +44,7 @@ def layout(ctx, f):
     if not data.has("job_hourly"):
         return [no_data(data)]
     t = by_tenant(data, f)
+    classes = by_class(data, f)
     p = [f.start, f.end, *f.both_args]
     trend = data.frame(
         "SELECT CAST(date AS TIMESTAMP) AS day, cluster, tenant, sum(idle_gpu_hours) AS idle_gpu_hours FROM job_daily "
@@ -77,6 +79,30 @@ def layout(ctx, f):
                 ),
             ),
             table("ws-tenant-table", t),
+        ),
+        section(
+            "By workload class",
+            note(
+                "Idle hours by the kind of work that held them: a parked notebook and an inference service idle at "
+                "night are judged by their class's rule ([class_policy.<class>], docs/workload-classes.md)."
+            ),
+            graph(
+                "ws-class",
+                figures.bars(
+                    classes,
+                    "workload_class",
+                    {"idle_gpu_hours": "idle GPU-hours"},
+                    "Idle allocated GPU-hours by workload class",
+                    "GPU-h",
+                    "workload class",
+                ),
+            ),
+            table(
+                "ws-class-table",
+                classes.select(
+                    "workload_class", "idle_gpu_hours", "idle_pct_of_allocated", "idle_cost_usd", "allocated_gpu_hours"
+                ),
+            ),
         ),
         section(
             "Top offending jobs (submitted in the range)", table("ws-jobs", jobs, links={"job_id": links.to_job(f)})
