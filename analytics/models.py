@@ -7,7 +7,7 @@ model of the lake would cap nothing, so it is a ConfigError there and then.
 from __future__ import annotations
 
 from gpuledger.analytics import decisions
-from gpuledger.config import Config
+from gpuledger.config import Config, check_quota_models
 from gpuledger.store import LakeRef, open_store
 
 
@@ -17,3 +17,13 @@ def read_checked_models(lake: LakeRef, cfg: Config) -> list[str]:
     store = open_store(lake)
     with store.reading():
         return decisions.checked_models(store, cfg, read_only=True)
+
+
+def read_cluster_models(lake: LakeRef, cfg: Config, cluster: str) -> list[str]:
+    """The GPU models of one cluster of the lake (`decisions.models_by_cluster`), read as `read_checked_models`
+    reads, once every quota key names a model of the lake: what a cluster's Kueue flavors are made of."""
+    store = open_store(lake)
+    with store.reading():
+        by_cluster = decisions.models_by_cluster(store, read_only=True)
+    check_quota_models(cfg, {m for models in by_cluster.values() for m in models})
+    return by_cluster.get(cluster, [])
