@@ -1,0 +1,251 @@
+"""`kueue_objects`: the tenants' quotas, grants included, as Kueue objects, every number computed by hand here."""
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from gpuledger.analytics.decisions import decisions
+from gpuledger.config import Config, EnforcerConfig, Tenant
+from gpuledger.errors import UsageError
+from gpuledger.kueue_export import KueueOptions, kueue_objects, nominal_gpus, product_label, tenant_caps
+
+A100, H100, L4 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA L4"
+MODELS = [A100, H100, L4]
+AT = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)
+K8S = Path(__file__).resolve().parents[1] / "fixtures" / "k8s"
+
+
+def day(d: int, h: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 11 if d > 15 else 12, d, h, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class G:
+    """A grant as gpuledger.quota_requests hands them over (kueue_export.Grant)."""
+
+    tenant: str
+    gpu_model: str
+    gpus: float
+    valid_from: dt.datetime
+    valid_until: dt.datetime
+
+
+TENANTS = (
+    Tenant("vision", ("vision-train", "vision-dev"), 3.0, {"H100": 40, "*": 64}),
+    Tenant("nlp", ("nlp",), 1.5, {"*": 96}),
+    Tenant("research", ("research",), 1.0, {"A100": 8, "L4": 2.5}),
+    Tenant("platform", (), 1.0, {"*": 16}),
+)
+GRANTS = [
+    G("vision", "H100", 8, day(30), day(5)),  # active: 11-30 .. 12-05
+    G("vision", "*", 4, day(1), day(2)),  # active: 12-01 00:00 .. 12-02
+    G("nlp", "*", 32, day(20), day(1, 12)),  # ended exactly at AT: the end is excluded
+    G("research", A100, 2, day(1), day(3)),  # active, names the model by its full name
+    G("research", "H100", 4, day(1), day(3)),  # active, but research has no H100 quota: uncapped stays uncapped
+    G("platform", "*", 16, day(2), day(9)),  # not yet
+]
+
+
+def config(quota_mode="enforce", tenant_label="gpuledger.io/tenant") -> Config:
+    return Config(tenants=TENANTS, enforcer=EnforcerConfig(quota_mode=quota_mode, tenant_label=tenant_label))
+
+
+def by_kind(objs, kind):
+    return {o["metadata"].get("namespace", "") + "/" + o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
+
+
+def quotas(cq) -> dict[str, tuple]:
+    """flavor -> (nominalQuota, borrowingLimit or None)."""
+    (group,) = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["nvidia.com/gpu"]
+    out = {}
+    for f in group["flavors"]:
+        (r,) = f["resources"]
+        assert r["name"] == "nvidia.com/gpu"
+        out[f["name"]] = (r["nominalQuota"], r.get("borrowingLimit"))
+    return out
+
+
+def test_quotas_and_grants_by_hand():
+    objs = kueue_objects(config(), MODELS, GRANTS, AT)
+    flavors = by_kind(objs, "ResourceFlavor")
+    assert {k: (v["spec"]["nodeLabels"], v["metadata"]["annotations"]) for k, v in flavors.items()} == {
+        "/nvidia-a100-sxm4-80gb": (
+            {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+            {"gpuledger.io/gpu-model": A100},
+        ),
+        "/nvidia-h100-80gb-hbm3": (
+            {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            {"gpuledger.io/gpu-model": H100},
+        ),
+        "/nvidia-l4": ({"nvidia.com/gpu.product": "NVIDIA-L4"}, {"gpuledger.io/gpu-model": L4}),
+    }
+    cqs = by_kind(objs, "ClusterQueue")
+    assert list(cqs) == ["/gpuledger-vision", "/gpuledger-nlp", "/gpuledger-research", "/gpuledger-platform"]
+
+    # vision: H100 has its own key (40), the rest fall under "*" (64). Active grants: +8 H100, +4 "*".
+    #   all-models cap = 64 + 8 + 4 = 76
+    #   H100 = 40 + 8 = 48 (a "*" grant does not raise a model with its own key); min(48, 76) = 48
+    #   A100 = L4 = 64 + 4 = 68 (under "*": the "*" grant raises them); min(68, 76) = 68
+    # quota_mode enforce: no borrowing past a quota the webhook enforces -> borrowingLimit 0.
+    v = cqs["/gpuledger-vision"]
+    assert quotas(v) == {"nvidia-a100-sxm4-80gb": (68, 0), "nvidia-h100-80gb-hbm3": (48, 0), "nvidia-l4": (68, 0)}
+    assert v["metadata"]["annotations"] == {
+        "gpuledger.io/tenant": "vision",
+        "gpuledger.io/all-models-quota-gpus": "76",
+        "gpuledger.io/grants": "+4 * until 2026-12-02T00:00:00Z; +8 H100 until 2026-12-05T00:00:00Z",
+    }
+    assert v["spec"]["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["vision-dev", "vision-train"]}
+        ]
+    }
+    assert (v["spec"]["cohortName"], v["spec"]["fairSharing"]) == ("gpuledger", {"weight": 3})
+
+    # nlp: "*" 96 on every flavor; its grant ended at AT exactly (end excluded); weight 1.5 as the quantity "1.5".
+    n = cqs["/gpuledger-nlp"]
+    assert quotas(n) == {"nvidia-a100-sxm4-80gb": (96, 0), "nvidia-h100-80gb-hbm3": (96, 0), "nvidia-l4": (96, 0)}
+    assert n["metadata"]["annotations"] == {"gpuledger.io/tenant": "nlp", "gpuledger.io/all-models-quota-gpus": "96"}
+    assert n["spec"]["fairSharing"] == {"weight": "1.5"}
+
+    # research: no "*". A100 = 8 + 2 (grant) = 10; L4 = 2.5 -> 2 whole GPUs; H100: no quota names it (the H100
+    # grant cannot raise what has no limit) -> nominal 0 and no borrowingLimit: it may borrow from the cohort.
+    r = cqs["/gpuledger-research"]
+    assert quotas(r) == {
+        "nvidia-a100-sxm4-80gb": (10, 0),
+        "nvidia-h100-80gb-hbm3": (0, None),
+        "nvidia-l4": (2, 0),
+    }
+    assert "gpuledger.io/all-models-quota-gpus" not in r["metadata"]["annotations"]
+
+    # platform: "*" 16 (its grant starts tomorrow); no namespaces in the config, so the namespaces labelled
+    # gpuledger.io/tenant=platform that the config does not give to another tenant.
+    p = cqs["/gpuledger-platform"]
+    assert quotas(p) == {"nvidia-a100-sxm4-80gb": (16, 0), "nvidia-h100-80gb-hbm3": (16, 0), "nvidia-l4": (16, 0)}
+    assert p["spec"]["namespaceSelector"] == {
+        "matchLabels": {"gpuledger.io/tenant": "platform"},
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["nlp", "research", "vision-dev", "vision-train"],
+            }
+        ],
+    }
+
+    # One LocalQueue per namespace named in the config, pointing at its tenant's ClusterQueue.
+    lqs = {k: v["spec"]["clusterQueue"] for k, v in by_kind(objs, "LocalQueue").items()}
+    assert lqs == {
+        "vision-dev/gpuledger": "gpuledger-vision",
+        "vision-train/gpuledger": "gpuledger-vision",
+        "nlp/gpuledger": "gpuledger-nlp",
+        "research/gpuledger": "gpuledger-research",
+    }
+
+
+def test_borrowing_follows_the_webhook_unless_told():
+    # The webhook only warns: tenants may borrow past their quota within the cohort (no borrowingLimit anywhere).
+    warn = by_kind(kueue_objects(config("warn"), MODELS, [], AT), "ClusterQueue")["/gpuledger-nlp"]
+    assert quotas(warn) == {
+        "nvidia-a100-sxm4-80gb": (96, None),
+        "nvidia-h100-80gb-hbm3": (96, None),
+        "nvidia-l4": (96, None),
+    }
+    # --no-borrow under warn, --borrow under enforce.
+    no = by_kind(kueue_objects(config("warn"), MODELS, [], AT, KueueOptions(borrow=False)), "ClusterQueue")
+    assert {q[1] for q in quotas(no["/gpuledger-nlp"]).values()} == {0}
+    yes = by_kind(kueue_objects(config(), MODELS, [], AT, KueueOptions(borrow=True)), "ClusterQueue")
+    assert {q[1] for q in quotas(yes["/gpuledger-nlp"]).values()} == {None}
+    # No cohort: Kueue refuses a borrowingLimit, and there is no one to borrow from.
+    alone = by_kind(kueue_objects(config(), MODELS, [], AT, KueueOptions(cohort=None)), "ClusterQueue")
+    assert "cohortName" not in alone["/gpuledger-nlp"]["spec"]
+    assert {q[1] for q in quotas(alone["/gpuledger-nlp"]).values()} == {None}
+    # v1beta1 calls the cohort `cohort`.
+    old = by_kind(kueue_objects(config(), MODELS, [], AT, KueueOptions(api_version="v1beta1")), "ClusterQueue")
+    assert old["/gpuledger-nlp"]["spec"]["cohort"] == "gpuledger" and old["/gpuledger-nlp"]["apiVersion"].endswith(
+        "/v1beta1"
+    )
+
+
+def test_options_shape_the_objects():
+    o = KueueOptions(
+        queue_prefix="gq-",
+        local_queue=None,
+        tenants=("research",),
+        label_key="cloud.google.com/gke-accelerator",
+        label_values={L4: "nvidia-l4"},
+    )
+    objs = kueue_objects(config(), MODELS, [], AT, o)
+    assert [(x["kind"], x["metadata"]["name"]) for x in objs] == [
+        ("ResourceFlavor", "nvidia-a100-sxm4-80gb"),
+        ("ResourceFlavor", "nvidia-h100-80gb-hbm3"),
+        ("ResourceFlavor", "nvidia-l4"),
+        ("ClusterQueue", "gq-research"),
+    ]
+    assert objs[2]["spec"]["nodeLabels"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert objs[0]["spec"]["nodeLabels"] == {"cloud.google.com/gke-accelerator": "NVIDIA-A100-SXM4-80GB"}
+    # No tenant label configured: a tenant without namespaces has none; Kueue's null selector admits none.
+    none = by_kind(kueue_objects(config(tenant_label=""), MODELS, [], AT), "ClusterQueue")["/gpuledger-platform"]
+    assert "namespaceSelector" not in none["spec"]
+
+
+@pytest.mark.parametrize(
+    ("node_file", "nvml_name"),
+    [
+        # NVML names as nvidia-smi prints them for these GPUs; the nodes are GFD-labelled recordings.
+        ("node_gce_tesla-t4x2.yaml", "Tesla T4"),
+        ("node_gce_a100-sxm4-40gb_mig-mixed_2x1g.5gb+2g.10gb.yaml", "NVIDIA A100-SXM4-40GB"),
+    ],
+)
+def test_the_flavor_label_is_the_one_gpu_feature_discovery_set_on_real_nodes(node_file, nvml_name):
+    node = yaml.safe_load((K8S / node_file).read_text())
+    assert product_label(nvml_name) == node["metadata"]["labels"]["nvidia.com/gpu.product"]
+
+
+def test_the_nominal_quotas_are_the_webhooks_caps():
+    """Without grants each flavor's nominalQuota is the tighter of the webhook's two rows for that tenant and
+    model (analytics/decisions.py): the model's own and the all-models one, in whole GPUs; None (nominal 0 and
+    free borrowing) where neither caps it."""
+    empty = pl.DataFrame(schema={"tenant": pl.String, "gpu_model": pl.String, "share": pl.Float64})
+    rows = decisions(
+        empty,
+        pl.DataFrame(schema={"tenant": pl.String, "usd": pl.Float64, "gpu_h": pl.Float64}),
+        pl.DataFrame(schema={"tenant": pl.String, "usage_decayed": pl.Float64}),
+        pl.DataFrame(schema={"tenant": pl.String, "gpu_model": pl.String, "idle_gpus": pl.Float64}),
+        TENANTS,
+        AT,
+        MODELS,
+    )
+    quota = {(r["tenant"], r["gpu_model"]): r["quota_gpus"] for r in rows.iter_rows(named=True)}
+    for t in TENANTS:
+        caps = tenant_caps(t, MODELS, [], AT)
+        for m in MODELS:
+            # The webhook checks the model's row (if the table has one) and the all-models row; a missing row or
+            # a null quota caps nothing.
+            webhook = [q for q in (quota.get((t.name, m)), quota.get((t.name, None))) if q is not None]
+            expected = int(min(webhook)) if webhook else None
+            assert nominal_gpus(caps, m) == expected, (t.name, m)
+
+
+@pytest.mark.parametrize(
+    ("models", "options", "tenants", "message"),
+    [
+        (MODELS, KueueOptions(tenants=("nope",)), TENANTS, "--tenant nope: no such tenant"),
+        ([L4, "nvidia l4"], KueueOptions(), TENANTS, "make the same ResourceFlavor name 'nvidia-l4'"),
+        (["GPU (virtual)"], KueueOptions(), TENANTS, "'GPU-(virtual)' is not a valid node label value"),
+        (MODELS, KueueOptions(label_values={"B200": "x"}), TENANTS, "--node-label B200: not a GPU model"),
+        (MODELS, KueueOptions(cohort="Team_A"), TENANTS, "cohort 'Team_A': not a Kubernetes name"),
+        (MODELS, KueueOptions(label_key="a b"), TENANTS, "--node-label-key 'a b'"),
+        ([], KueueOptions(), TENANTS, "no GPU model"),
+        (MODELS, KueueOptions(), (Tenant("Team A"), Tenant("team-a")), "same ClusterQueue name 'gpuledger-team-a'"),
+        (MODELS, KueueOptions(), (Tenant("a", ("Research",)),), "namespace of tenant 'a' 'Research'"),
+    ],
+)
+def test_bad_input_is_one_line(models, options, tenants, message):
+    with pytest.raises(UsageError) as e:
+        kueue_objects(Config(tenants=tenants), models, [], AT, options)
+    assert message in str(e.value) and "\n" not in str(e.value)
