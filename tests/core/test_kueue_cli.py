@@ -1,0 +1,176 @@
+"""`gpuledger quota kueue` as a user runs it: the models of the config's cluster read from the lake (either store),
+the grants from gpuledger.quota_requests, the YAML on stdout or in --out; bad input one line, nothing written."""
+
+import datetime as dt
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from builders import at, epoch_us, put_lake, write_rows
+from kueue_crds import errors
+
+H100, L4, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA L4", "NVIDIA A100-SXM4-80GB"
+CONFIG = """
+cluster = "c"
+[[tenants]]
+name = "vision"
+namespaces = ["vision"]
+weight = 2
+quota = { H100 = 4, "*" = 6 }
+[[tenants]]
+name = "nlp"
+namespaces = ["nlp", "nlp-batch"]
+quota = { A100 = 8 }
+"""
+
+
+@pytest.fixture
+def lake(store, tmp_path):
+    """Cluster c has H100 and L4 nodes; cluster d has A100 nodes (nlp's A100 key names a model of the lake)."""
+
+    def node(cluster, name, model):
+        return dict(
+            cluster=cluster,
+            node=name,
+            gpu_model=model,
+            gpu_count=8,
+            first_seen=epoch_us(at(1)),
+            last_seen=epoch_us(at(2)),
+            source="t",
+        )
+
+    local = tmp_path / "local"
+    write_rows(local, "nodes", [node("c", "n1", H100), node("c", "n2", L4), node("d", "n3", A100)])
+    return str(put_lake(local, store))
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    path = tmp_path / "gpuledger.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+@dataclass(frozen=True)
+class FakeGrant:
+    tenant: str
+    gpu_model: str
+    gpus: float
+    valid_from: dt.datetime
+    valid_until: dt.datetime
+
+
+def test_prints_the_clusters_flavors_and_the_tenants_queues(cli, lake, cfg):
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-12-01T00:00:00Z")
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("# gpuledger quota kueue: cluster c, grants as of 2026-12-01T00:00:00Z\n---\n")
+    objs = list(yaml.safe_load_all(r.output))
+    # Only cluster c's models make flavors (d's A100 is another cluster's).
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("ResourceFlavor", "nvidia-h100-80gb-hbm3"),
+        ("ResourceFlavor", "nvidia-l4"),
+        ("ClusterQueue", "gpuledger-vision"),
+        ("ClusterQueue", "gpuledger-nlp"),
+        ("LocalQueue", "gpuledger"),
+        ("LocalQueue", "gpuledger"),
+        ("LocalQueue", "gpuledger"),
+    ]
+    for o in objs:
+        assert errors(o) == [], o
+    gpu = {
+        o["metadata"]["name"]: [
+            (f["name"], f["resources"][0]["nominalQuota"], f["resources"][0].get("borrowingLimit"))
+            for f in o["spec"]["resourceGroups"][0]["flavors"]
+        ]
+        for o in objs
+        if o["kind"] == "ClusterQueue"
+    }
+    # vision: H100 min(4, 6) = 4; L4 under "*" = 6. nlp: only an A100 quota, absent here: H100 and L4 uncapped.
+    assert gpu == {
+        "gpuledger-vision": [("nvidia-h100-80gb-hbm3", 4, 0), ("nvidia-l4", 6, 0)],
+        "gpuledger-nlp": [("nvidia-h100-80gb-hbm3", 0, None), ("nvidia-l4", 0, None)],
+    }
+
+
+def test_grants_come_from_quota_requests(cli, lake, cfg, monkeypatch):
+    """The command asks gpuledger.quota_requests.active_grants(store, at) for the grants (a stand-in module here)."""
+    asked = []
+
+    def active_grants(store, when):
+        asked.append(when)
+        start = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
+        return [FakeGrant("vision", "*", 3, start, start + dt.timedelta(days=3))]
+
+    monkeypatch.setitem(sys.modules, "gpuledger.quota_requests", types.SimpleNamespace(active_grants=active_grants))
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-12-01T06:00:00Z", "--tenant", "vision")
+    assert r.exit_code == 0, r.output
+    assert asked == [dt.datetime(2026, 12, 1, 6, tzinfo=dt.timezone.utc)]
+    (cq,) = [o for o in yaml.safe_load_all(r.output) if o["kind"] == "ClusterQueue"]
+    # "*" 6 + 3 = 9 on L4 and all models; H100 keeps its own 4 (min(4, 9)).
+    assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == [4, 9]
+    assert cq["metadata"]["annotations"]["gpuledger.io/all-models-quota-gpus"] == "9"
+
+
+def test_out_writes_the_file_and_options_apply(cli, lake, cfg, tmp_path):
+    out = tmp_path / "kueue.yaml"
+    r = cli(
+        "quota",
+        "kueue",
+        "--lake",
+        lake,
+        "--config",
+        cfg,
+        "--out",
+        out,
+        "--api-version",
+        "v1beta1",
+        "--cohort",
+        "",
+        "--local-queue",
+        "",
+        "--model",
+        "Tesla T4",
+        "--node-label",
+        f"{L4}=NVIDIA-L4-SHARED",
+    )
+    assert r.exit_code == 0, r.output
+    assert "wrote 3 ResourceFlavor(s), 2 ClusterQueue(s) and 0 LocalQueue(s) to" in r.output
+    objs = list(yaml.safe_load_all(out.read_text()))
+    assert {o["apiVersion"] for o in objs} == {"kueue.x-k8s.io/v1beta1"}
+    labels = {o["metadata"]["name"]: o["spec"]["nodeLabels"] for o in objs if o["kind"] == "ResourceFlavor"}
+    assert labels == {
+        "nvidia-h100-80gb-hbm3": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        "nvidia-l4": {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"},
+        "tesla-t4": {"nvidia.com/gpu.product": "Tesla-T4"},
+    }
+    assert all("cohort" not in o["spec"] for o in objs if o["kind"] == "ClusterQueue")
+    for o in objs:
+        assert errors(o) == [], o
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tenant", "nope"), "usage error: --tenant nope: no such tenant in the config (tenants: vision, nlp)"),
+        (("--node-label", "H100"), "usage error: --node-label 'H100': expected MODEL=VALUE"),
+        (("--at", "yesterday"), "usage error: --at 'yesterday' is not an ISO-8601 time"),
+        (("--cohort", "Big Cohort"), "usage error: cohort 'Big Cohort': not a Kubernetes name"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(cli, lake, cfg, tmp_path, args, message):
+    out = tmp_path / "kueue.yaml"
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--out", out, *args)
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith(f"Error: {message}") and r.output.count("\n") == 1, r.output
+    assert not out.exists()
+
+
+def test_a_quota_key_naming_no_model_is_a_config_error(cli, lake, tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(CONFIG.replace("A100 = 8", "B200 = 8"))
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg)
+    assert r.exit_code == 1 and "tenants[1] (nlp).quota.B200: names no GPU model in the lake" in r.output
+    assert "Traceback" not in r.output
