@@ -764,7 +764,7 @@ def quota_kueue(
     node_labels,
 ) -> None:
     """Print Kueue ResourceFlavors (one per GPU model of this cluster), ClusterQueues (one per tenant, its quota per
-    model, active grants included) and LocalQueues as YAML for `kubectl apply -f` (docs/governance.md, Kueue)."""
+    model, active grants included) and LocalQueues as YAML for `kubectl apply -f` (docs/kueue.md)."""
     from gpuledger.analytics.models import read_cluster_models
     from gpuledger.atomic import write_bytes_atomic
     from gpuledger.kueue_export import KueueOptions, dump, kueue_objects

@@ -1,7 +1,7 @@
 """The tenants' GPU quotas as Kueue objects, so Kueue's scheduler and gpuledger's webhook hold the same numbers.
 
 `kueue_objects` turns the config's [[tenants]] (their quotas, namespaces and fair-share weights), the GPU models of
-the lake and the quota grants active at a time into Kueue API objects (docs/governance.md, section "Kueue"):
+the lake and the quota grants active at a time into Kueue API objects (docs/kueue.md):
 
 - one ResourceFlavor per GPU model, selecting its nodes by the label GPU feature discovery sets
   (`nvidia.com/gpu.product`: the NVML name with each space made a dash, "NVIDIA H100 80GB HBM3" ->
@@ -101,7 +101,17 @@ def flavor_name(model: str) -> str:
 
 def active(grants: Iterable[Grant], tenant: str, at: dt.datetime) -> tuple[Grant, ...]:
     """The tenant's grants in force at `at`: from valid_from on, until valid_until (excluded)."""
-    return tuple(g for g in grants if g.tenant == tenant and g.valid_from <= at < g.valid_until)
+    at = _aware(at)
+    return tuple(g for g in grants if g.tenant == tenant and _aware(g.valid_from) <= at < _aware(g.valid_until))
+
+
+def _utc_text(t: dt.datetime) -> str:
+    return f"{_aware(t).astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _aware(t: dt.datetime) -> dt.datetime:
+    """UTC when naive (the lake's timestamps are UTC): a naive and an aware time cannot be compared."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
 
 
 def tenant_caps(tenant: Tenant, models: Sequence[str], grants: Iterable[Grant], at: dt.datetime) -> TenantCaps:
@@ -302,8 +312,8 @@ def _cluster_queue(
         annotations[TOTAL_ANNOTATION] = str(_quantity(caps.total))  # the webhook enforces it; Kueue cannot
     if caps.grants:
         annotations[GRANTS_ANNOTATION] = "; ".join(
-            f"+{_quantity(g.gpus)} {g.gpu_model} until {g.valid_until.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
-            for g in sorted(caps.grants, key=lambda g: (g.valid_until, g.gpu_model))
+            f"+{_quantity(g.gpus)} {g.gpu_model} until {_utc_text(g.valid_until)}"
+            for g in sorted(caps.grants, key=lambda g: (_aware(g.valid_until), g.gpu_model))
         )
     return {
         "apiVersion": api,

@@ -249,3 +249,9 @@ def test_bad_input_is_one_line(models, options, tenants, message):
     with pytest.raises(UsageError) as e:
         kueue_objects(Config(tenants=tenants), models, [], AT, options)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_naive_grant_times_are_utc():
+    # 2026-12-01 00:00 .. 12-02 00:00 without a zone is UTC: active at AT (12:00 UTC); vision's L4 = 64 + 4 = 68.
+    naive = G("vision", "*", 4, dt.datetime(2026, 12, 1), dt.datetime(2026, 12, 2))
+    assert nominal_gpus(tenant_caps(TENANTS[0], MODELS, [naive], AT), L4) == 68
