@@ -19,11 +19,11 @@ def read_checked_models(lake: LakeRef, cfg: Config) -> list[str]:
         return decisions.checked_models(store, cfg, read_only=True)
 
 
-def read_cluster_models(lake: LakeRef, cfg: Config, cluster: str) -> list[str]:
-    """The GPU models of one cluster of the lake (`decisions.models_by_cluster`), read as `read_checked_models`
+def read_models_by_cluster(lake: LakeRef, cfg: Config) -> dict[str, list[str]]:
+    """The GPU models of each cluster of the lake (`decisions.models_by_cluster`), read as `read_checked_models`
     reads, once every quota key names a model of the lake: what a cluster's Kueue flavors are made of."""
     store = open_store(lake)
     with store.reading():
         by_cluster = decisions.models_by_cluster(store, read_only=True)
     check_quota_models(cfg, {m for models in by_cluster.values() for m in models})
-    return by_cluster.get(cluster, [])
+    return by_cluster

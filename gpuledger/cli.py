@@ -765,7 +765,7 @@ def quota_kueue(
 ) -> None:
     """Print Kueue ResourceFlavors (one per GPU model of this cluster), ClusterQueues (one per tenant, its quota per
     model, active grants included) and LocalQueues as YAML for `kubectl apply -f` (docs/kueue.md)."""
-    from gpuledger.analytics.models import read_cluster_models
+    from gpuledger.analytics.models import read_models_by_cluster
     from gpuledger.atomic import write_bytes_atomic
     from gpuledger.kueue_export import KueueOptions, dump, kueue_objects
 
@@ -777,7 +777,14 @@ def quota_kueue(
         values[model] = value
     at_s = _utc(at, "--at")
     now = dt.datetime.now(dt.timezone.utc) if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
-    models = sorted({*read_cluster_models(ctx.lake, ctx.cfg, ctx.cfg.cluster), *extra_models})
+    by_cluster = read_models_by_cluster(ctx.lake, ctx.cfg)
+    cluster = ctx.cfg.cluster
+    if not by_cluster.get(cluster) and by_cluster and not extra_models:
+        raise UsageError(
+            f"the lake has no GPU model of cluster {cluster!r} (its clusters: {', '.join(sorted(by_cluster))}): set "
+            "`cluster` in the config, or name the models with --model"
+        )
+    models = sorted({*by_cluster.get(cluster, ()), *extra_models})
     options = KueueOptions(
         api_version=api_version,
         queue_prefix=queue_prefix,

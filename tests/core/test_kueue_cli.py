@@ -168,6 +168,14 @@ def test_bad_input_is_one_line_and_writes_nothing(cli, lake, cfg, tmp_path, args
     assert not out.exists()
 
 
+def test_a_cluster_the_lake_does_not_know_is_one_line(cli, lake, tmp_path):
+    cfg = tmp_path / "other.toml"
+    cfg.write_text(CONFIG.replace('cluster = "c"', 'cluster = "e"'))
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg)
+    assert r.exit_code == 1 and r.output.count("\n") == 1, r.output
+    assert "the lake has no GPU model of cluster 'e' (its clusters: c, d)" in r.output
+
+
 def test_a_quota_key_naming_no_model_is_a_config_error(cli, lake, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text(CONFIG.replace("A100 = 8", "B200 = 8"))
