@@ -38,6 +38,7 @@ GROUP = "kueue.x-k8s.io"
 # serve only v1beta1, whose ClusterQueue names the cohort `cohort` instead of `cohortName`.
 API_VERSIONS = ("v1beta2", "v1beta1")
 GPU = "nvidia.com/gpu"
+MAX_FLAVORS = 64  # of one resource group (the ClusterQueue CRD's maxItems)
 PRODUCT_LABEL = "nvidia.com/gpu.product"  # set on every GPU node by NVIDIA GPU feature discovery
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace (1.21+)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuledger"}  # what `kubectl apply --prune -l` selects
@@ -159,6 +160,8 @@ def kueue_objects(
     models = sorted(set(models))
     if not models:
         raise UsageError("no GPU model to make a ResourceFlavor of (the lake knows none yet: name them with --model)")
+    if len(models) > MAX_FLAVORS:
+        raise UsageError(f"{len(models)} GPU models: a Kueue resource group takes at most {MAX_FLAVORS} flavors")
     tenants = _chosen(cfg.tenants, o.tenants)
     grants = tuple(grants)
     api = f"{GROUP}/{o.api_version}"

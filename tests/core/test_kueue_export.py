@@ -241,6 +241,12 @@ def test_the_nominal_quotas_are_the_webhooks_caps():
         (MODELS, KueueOptions(cohort="Team_A"), TENANTS, "cohort 'Team_A': not a Kubernetes name"),
         (MODELS, KueueOptions(label_key="a b"), TENANTS, "--node-label-key 'a b'"),
         ([], KueueOptions(), TENANTS, "no GPU model"),
+        (
+            [f"GPU {i}" for i in range(65)],
+            KueueOptions(),
+            TENANTS,
+            "65 GPU models: a Kueue resource group takes at most 64",
+        ),
         (MODELS, KueueOptions(), (Tenant("Team A"), Tenant("team-a")), "same ClusterQueue name 'gpuledger-team-a'"),
         (MODELS, KueueOptions(), (Tenant("a", ("Research",)),), "namespace of tenant 'a' 'Research'"),
     ],
