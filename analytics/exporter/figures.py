@@ -32,6 +32,7 @@ STRANDED = ("1", "2", "4", "8")  # job sizes of fragmentation's stranded_<n>gpu 
 
 C, T, TM = ("cluster",), ("cluster", "tenant"), ("cluster", "tenant", "gpu_model")
 M = ("cluster", "gpu_model")
+TK, K = ("cluster", "tenant", "workload_class"), ("cluster", "workload_class")
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,25 @@ METRICS: dict[str, Spec] = {
     ),
     "gpuledger_tenant_efficiency_ratio": Spec(
         "gauge", T, "Busy / allocated GPU-hours of the tenant's jobs on the last complete UTC day (ratio)", "C*T"
+    ),
+    # -- per workload class (5 classes, and "unknown" for jobs recorded before classes: 6) ------------------------
+    "gpuledger_class_allocated_gpus": Spec(
+        "gauge", TK, "GPUs the tenant's jobs of the class held, mean over the last complete hour (GPUs)", "C*T*6"
+    ),
+    "gpuledger_class_busy_gpus": Spec(
+        "gauge", TK, "Of those, GPUs busy (allocated x duty cycle), mean over the last complete hour (GPUs)", "C*T*6"
+    ),
+    "gpuledger_class_idle_gpus": Spec(
+        "gauge", TK, "Of those, GPUs idle by the waste rule, mean over the last complete hour (GPUs)", "C*T*6"
+    ),
+    "gpuledger_class_cost_usd": Spec(
+        "gauge", TK, "Cost of the tenant's jobs of the class this calendar month, UTC (USD; no idle share)", "C*T*6"
+    ),
+    "gpuledger_class_queue_wait_seconds": Spec(
+        "gauge",
+        (*K, "quantile"),
+        "Wait from submission to scheduling of the class's jobs scheduled in the last 24 h, by quantile (seconds)",
+        "C*6*3",
     ),
     # -- per GPU model --------------------------------------------------------------------------------------------
     "gpuledger_fleet_gpus": Spec("gauge", M, "GPUs that reported in the last complete hour (GPUs)", "C*M"),
@@ -368,14 +388,24 @@ def _tenant(t: Tables) -> Iterator[GaugeMetricFamily | None]:
     yield _gauge("gpuledger_tenant_efficiency_ratio", _efficiency(t), "ratio", additive=False)
 
 
-def _long(frame: pl.DataFrame, columns: dict[str, str], label: str) -> pl.DataFrame:
+def _long(frame: pl.DataFrame, columns: dict[str, str], label: str, by: tuple[str, ...] = M) -> pl.DataFrame:
     """Wide value columns as rows of one `label` (e.g. p50/p90/p99 -> quantile 0.5/0.9/0.99)."""
     if frame.is_empty():
         return frame
     return pl.concat(
-        frame.select("cluster", "gpu_model", pl.lit(k).alias(label), pl.col(c).cast(pl.Float64).alias("_v"))
-        for k, c in columns.items()
+        frame.select(*by, pl.lit(k).alias(label), pl.col(c).cast(pl.Float64).alias("_v")) for k, c in columns.items()
     )
+
+
+def _class(t: Tables) -> Iterator[GaugeMetricFamily | None]:
+    yield _gauge("gpuledger_class_allocated_gpus", t.class_hour, "allocated_gpus")
+    yield _gauge("gpuledger_class_busy_gpus", t.class_hour, "busy_gpus")
+    yield _gauge("gpuledger_class_idle_gpus", t.class_hour, "idle_gpus")
+    yield _gauge("gpuledger_class_cost_usd", t.class_cost, pl.col("cost_usd").fill_null(0))
+    waits = _long(t.class_waits, {q: c for q, c in QUANTILES}, "quantile", K)
+    # Two null classes would be one "unknown" series: not additive, and the quantiles of a merged group are not
+    # known, so they only fall together where the lake has one such group per cluster (it does: one null class).
+    yield _gauge("gpuledger_class_queue_wait_seconds", waits, "_v", additive=False)
 
 
 def _known_zeros(frame: pl.DataFrame, fleet: pl.DataFrame, *values: str) -> pl.DataFrame:
@@ -482,6 +512,7 @@ def build(t: Tables, idle_min_s: float, previous: Snapshot | None = None) -> Sna
     families = [
         *_tenant_model(t, idle_min_s),
         *_tenant(t),
+        *_class(t),
         *_model(t),
         *_counters(counts),
         _gauge(last_run, runs, pl.col("ran_at").dt.epoch("us") / 1e6, additive=False),

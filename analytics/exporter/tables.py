@@ -54,6 +54,19 @@ QUERIES = {
     "quantile_cont(queue_s, 0.9) AS p90, quantile_cont(queue_s, 0.99) AS p99 FROM job_stats j JOIN r "
     f"ON j.cluster = r.cluster WHERE j.scheduled_at > r.now - INTERVAL {WAIT_WINDOW_H} HOUR "
     "AND j.scheduled_at <= r.now GROUP BY ALL",
+    # per workload class: held, busy and idle GPUs of the last complete hour, this month's cost of the jobs (idle
+    # capacity has no class), and waits of the last 24 h (the same percentile rule as "waits")
+    "class_hour": RUNS + "SELECT j.cluster, j.tenant, j.workload_class, sum(allocated_gpu_hours) AS allocated_gpus, "
+    "sum(busy_gpu_hours) AS busy_gpus, sum(idle_gpu_hours) AS idle_gpus FROM job_hourly j JOIN r "
+    "ON j.cluster = r.cluster AND j.hour = r.h WHERE j.date >= $since GROUP BY ALL",
+    "class_cost": RUNS + "SELECT a.cluster, s.tenant, s.workload_class, sum(a.cost_usd) AS cost_usd "
+    "FROM cost_allocation a JOIN r ON a.cluster = r.cluster JOIN job_stats s ON s.cluster = a.cluster "
+    "AND s.job_id = a.job_id WHERE a.date >= $since AND a.job_id IS NOT NULL "
+    "AND a.period_start >= date_trunc('month', r.now) AND a.period_start <= r.now GROUP BY ALL",
+    "class_waits": RUNS + "SELECT j.cluster, j.workload_class, count(*) AS jobs, quantile_cont(queue_s, 0.5) AS p50, "
+    "quantile_cont(queue_s, 0.9) AS p90, quantile_cont(queue_s, 0.99) AS p99 FROM job_stats j JOIN r "
+    f"ON j.cluster = r.cluster WHERE j.scheduled_at > r.now - INTERVAL {WAIT_WINDOW_H} HOUR "
+    "AND j.scheduled_at <= r.now GROUP BY ALL",
     "fleet": RUNS + "SELECT f.cluster, f.gpu_model, f.gpus, f.allocated_gpus, f.busy_gpus FROM fleet_hourly f "
     "JOIN r ON f.cluster = r.cluster AND f.hour = r.h WHERE f.date >= $since",
     "fragmentation": RUNS + "SELECT f.cluster, f.gpu_model, f.free_gpus, f.frag_rate, f.stranded_1gpu, "
@@ -85,6 +98,9 @@ class Tables:
     cost_days: pl.DataFrame
     pending: pl.DataFrame
     waits: pl.DataFrame
+    class_hour: pl.DataFrame
+    class_cost: pl.DataFrame
+    class_waits: pl.DataFrame
     fleet: pl.DataFrame
     fragmentation: pl.DataFrame
     inventory: pl.DataFrame
@@ -133,7 +149,11 @@ def read(lake: LakeRef) -> Tables:
         for name, sql in QUERIES.items():
             if name == "runs":
                 continue
-            params = {"since": since if name in ("cost_days", "tenant_days") else recent} if "$since" in sql else None
+            params = (
+                {"since": since if name in ("cost_days", "tenant_days", "class_cost") else recent}
+                if "$since" in sql
+                else None
+            )
             out[name] = q.execute(sql, params, timeout_s=QUERY_TIMEOUT_S).frame
     out["drivers"] = _drivers(store, runs)
     return Tables(**out)

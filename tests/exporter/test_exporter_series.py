@@ -9,12 +9,23 @@ import datetime as dt
 from gpuledger.analytics.exporter import Exporter, series_bound
 from gpuledger.analytics.exporter.figures import METRICS
 from gpuledger.analytics.exporter.server import registry
+from gpuledger.classes import WORKLOAD_CLASSES
 
-from exporter_case import RUN, samples, write
+from exporter_case import RUN, samples, value, write
 
 HOUR = RUN.replace(minute=0) - dt.timedelta(hours=1)
 TODAY = RUN.replace(hour=0, minute=0)
-BOUNDED = {"cluster", "tenant", "gpu_model", "quantile", "job_gpus", "xid", "memory_bytes", "driver_version"}
+BOUNDED = {
+    "cluster",
+    "tenant",
+    "gpu_model",
+    "workload_class",
+    "quantile",
+    "job_gpus",
+    "xid",
+    "memory_bytes",
+    "driver_version",
+}
 
 
 def generated_lake(lake, clusters: int, tenants: int, models: int, xids: int) -> None:
@@ -98,6 +109,29 @@ def generated_lake(lake, clusters: int, tenants: int, models: int, xids: int) ->
                     scheduled_at=HOUR + dt.timedelta(minutes=5),
                     queue_s=300.0,
                 )
+            # Every workload class, and a job recorded before classes (None: "unknown"), for the class figures.
+            for k in (*WORKLOAD_CLASSES, None):
+                job = dict(cluster=c, job_id=f"k{t}{k}", tenant=t, gpu_model=ms[0], workload_class=k)
+                add("job_hourly", **job, hour=HOUR, allocated_gpu_hours=1.0, busy_gpu_hours=0.5, idle_gpu_hours=0.5)
+                add(
+                    "job_stats",
+                    **job,
+                    status="running",
+                    gpus=1.0,
+                    submitted_at=HOUR,
+                    scheduled_at=HOUR + dt.timedelta(minutes=5),
+                    queue_s=300.0,
+                )
+                add(
+                    "cost_allocation",
+                    cluster=c,
+                    job_id=job["job_id"],
+                    gpu_model=ms[0],
+                    period_start=TODAY,
+                    period_end=TODAY + dt.timedelta(days=1),
+                    gpu_hours=1.0,
+                    cost_usd=2.0,
+                )
         for i, m in enumerate(ms):
             add(
                 "fleet_hourly",
@@ -169,6 +203,19 @@ def test_series_count_is_the_stated_bound(tmp_path):
     assert served == set(METRICS), "every metric present on the generated lake"
     assert len(found) == series_bound(C, T, M, X)
     assert {k for _, labels in found for k, _ in labels} <= BOUNDED  # never a job, pod, node or GPU UUID
+    # The class figures' values, by hand: each class has one job per tenant holding 1 GPU for the hour (0.5 busy,
+    # 0.5 idle), $2 this month, scheduled 300 s after submission; "unknown" adds the M jobs of the tenant x model
+    # rows above, which name no class: 1 + M GPUs held, and waits of 300 s too.
+    one = dict(cluster="c1", tenant="t2")
+    assert value(found, "gpuledger_class_allocated_gpus", **one, workload_class="notebook") == 1.0
+    assert value(found, "gpuledger_class_busy_gpus", **one, workload_class="inference") == 0.5
+    assert value(found, "gpuledger_class_idle_gpus", **one, workload_class="unknown") == 0.5 * (1 + M)
+    assert value(found, "gpuledger_class_allocated_gpus", **one, workload_class="unknown") == 1 + M
+    assert value(found, "gpuledger_class_cost_usd", **one, workload_class="training") == 2.0
+    assert (
+        value(found, "gpuledger_class_queue_wait_seconds", cluster="c0", workload_class="evaluation", quantile="0.9")
+        == 300
+    )
 
 
 def test_the_documented_worst_case():
@@ -176,8 +223,10 @@ def test_the_documented_worst_case():
     c, t, m, x = 3, 50, 6, 10
     per_tenant_model = 8 * c * t * m + 2 * c * t * (m + 1)
     per_tenant = 10 * c * t
+    per_class = 4 * c * t * 6 + 3 * c * 6  # 4 tenant x class figures, 3 wait quantiles per class; 5 classes + unknown
     per_model = (10 + 3 + 4 + 1 + 2) * c * m + c * m * x
-    assert series_bound(c, t, m, x) == per_tenant_model + per_tenant + per_model + 2 * c + 4 == 11_350
+    total = per_tenant_model + per_tenant + per_class + per_model + 2 * c + 4
+    assert series_bound(c, t, m, x) == total == 11_350 + 3_600 + 54
 
 
 def test_docs_list_every_metric_and_the_stated_worst_case():
