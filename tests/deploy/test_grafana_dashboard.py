@@ -133,6 +133,7 @@ def test_panels_datasource_layout_and_variables():
         "Tenants",
         "Cost and budgets",
         "Idle holds",
+        "Workload classes",
         "Queue",
         "Fragmentation",
         "Capacity against demand",

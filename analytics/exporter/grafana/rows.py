@@ -187,6 +187,61 @@ def idle() -> list[Panel]:
     ]
 
 
+def classes() -> list[Panel]:
+    return [
+        Panel(
+            "timeseries",
+            "GPUs held, by workload class",
+            [Q(sum_by("workload_class", "gpuledger_class_allocated_gpus"), "{{workload_class}}")],
+            w=8,
+            stack=True,
+        ),
+        Panel(
+            "bargauge",
+            "Busy share of held GPUs by workload class, last complete hour",
+            [
+                Q(
+                    sum_by("workload_class", "gpuledger_class_busy_gpus")
+                    + " / "
+                    + sum_by("workload_class", "gpuledger_class_allocated_gpus"),
+                    "{{workload_class}}",
+                    instant=True,
+                )
+            ],
+            unit="percentunit",
+            w=8,
+            max=1,
+            thresholds=((None, "red"), (0.3, "orange"), (0.6, "green")),
+        ),
+        Panel(
+            "timeseries",
+            "Idle GPUs (waste rule), by workload class",
+            [Q(sum_by("workload_class", "gpuledger_class_idle_gpus"), "{{workload_class}}")],
+            w=8,
+            stack=True,
+        ),
+        Panel(
+            "bargauge",
+            "Cost this month by workload class",
+            [Q(sum_by("workload_class", "gpuledger_class_cost_usd"), "{{workload_class}}", instant=True)],
+            unit="currencyUSD",
+            w=12,
+        ),
+        Panel(
+            "timeseries",
+            "Median wait by workload class, jobs scheduled in the last 24 h",
+            [
+                Q(
+                    "max by (workload_class) (" + sel("gpuledger_class_queue_wait_seconds", quantile='="0.5"') + ")",
+                    "{{workload_class}}",
+                )
+            ],
+            unit="s",
+            w=12,
+        ),
+    ]
+
+
 def queue() -> list[Panel]:
     return [
         Panel(
@@ -372,6 +427,7 @@ ROWS = (
     ("Tenants", tenants),
     ("Cost and budgets", cost),
     ("Idle holds", idle),
+    ("Workload classes", classes),
     ("Queue", queue),
     ("Fragmentation", fragmentation),
     ("Capacity against demand", capacity),
