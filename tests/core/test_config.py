@@ -349,3 +349,53 @@ def test_classes_rules_in_file_order():
         config.ClassRule("evaluation", ("research",), {"gpuledger.io/team": "evals"}),
     )
     assert config.defaults().classes == ()
+
+
+def test_class_policy_tables_set_only_the_keys_they_name():
+    cfg = config.parse(
+        {
+            "class_policy": {
+                "notebook": {"idle_after_h": 0.5, "priority_class": "interactive"},
+                "inference": {"may_exceed_quota": True, "reclaim": True},
+            }
+        },
+        "x.toml",
+    )
+    built_in = config.defaults().class_policy
+    # The keys named change; the others keep that class's built-in values, not the dataclass defaults.
+    assert cfg.class_policy["notebook"] == config.ClassPolicy(
+        idle_below_pct=1.0, idle_after_h=0.5, reclaim=True, priority_class="interactive", may_exceed_quota=False
+    )
+    assert cfg.class_policy["inference"] == config.ClassPolicy(
+        idle_below_pct=1.0, idle_after_h=2.0, reclaim=True, priority_class="", may_exceed_quota=True
+    )
+    assert cfg.class_policy["training"] == built_in["training"]
+    # The built-in rules the issue names: a notebook after 1 h, training after 2 h, inference never reclaimed.
+    assert (built_in["notebook"].idle_after_h, built_in["notebook"].reclaim) == (1.0, True)
+    assert (built_in["training"].idle_after_h, built_in["training"].reclaim) == (2.0, True)
+    assert built_in["inference"].reclaim is False and built_in["other"].reclaim is False
+    assert set(built_in) == {"training", "inference", "notebook", "evaluation", "other"}
+
+
+def test_class_policy_mistakes_are_named_together():
+    with pytest.raises(ConfigError) as e:
+        config.parse(
+            {
+                "class_policy": {
+                    "notbook": {"idle_after_h": 1},
+                    "training": {"idle_after_h": 0, "reclaim": "yes", "idle_below_pct": 101, "bogus": 1},
+                    "inference": "never",
+                }
+            },
+            "x.toml",
+        )
+    assert str(e.value).splitlines()[1:] == [
+        "  x.toml: class_policy.notbook: unknown workload class 'notbook' (known: training, inference, notebook, "
+        "evaluation, other)",
+        "  x.toml: class_policy.training.bogus: unknown key (allowed: idle_after_h, idle_below_pct, may_exceed_quota, "
+        "priority_class, reclaim)",
+        "  x.toml: class_policy.training.idle_below_pct: must be in (0, 100], got 101",
+        "  x.toml: class_policy.training.idle_after_h: must be > 0, got 0",
+        "  x.toml: class_policy.training.reclaim: expected true or false, got str 'yes'",
+        "  x.toml: class_policy.inference: expected a table, got str",
+    ]
