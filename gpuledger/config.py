@@ -474,6 +474,35 @@ class EnforcerConfig:
 
 
 @dataclass(frozen=True)
+class ReclaimConfig:
+    """`gpuledger reclaim` and its run under `up` (docs/reclaim.md): which idle GPUs it takes back, and when."""
+
+    mode: str = key(
+        "report",
+        "under `up`: report (a dry run each interval, logged; no API call) or apply (warn, then act)",
+        choices=("report", "apply"),
+    )
+    interval_s: float = key(300.0, "how often `up` runs it", unit="s", ge=30, why="must be at least 30 (a window)")
+    window_s: float = key(
+        30.0,
+        "idle time counts in whole windows of this length, each fully idle or not (Run:ai's 30 s)",
+        unit="s",
+        gt=0,
+        le=3600,
+    )
+    max_gap_s: float = key(
+        120.0,
+        "samples further apart than this leave the time between them unobserved, which ends an idle run",
+        unit="s",
+        gt=0,
+    )
+    grace_s: float = key(
+        1800.0, "from the warning (an Event and a deadline annotation on the pod) to the action", unit="s", ge=0
+    )
+    exempt_tenants: tuple[str, ...] = key((), "tenants it never acts on (reported as skipped)", check=NOT_EMPTY)
+
+
+@dataclass(frozen=True)
 class Config:
     cluster: str = key("default", "cluster name written into every row", check=NOT_EMPTY)
     lake: LakeConfig = section(LakeConfig, "where the lake is")
@@ -518,6 +547,7 @@ class Config:
     dashboard: DashboardConfig = section(DashboardConfig, "where the dashboards listen, and their login")
     enforcer: EnforcerConfig = section(EnforcerConfig, "the admission webhook's policies")
     exporter: ExporterConfig = section(ExporterConfig, "where the Prometheus exporter of derived figures serves")
+    reclaim: ReclaimConfig = section(ReclaimConfig, "giving back GPUs idle past their class's limit")
 
     def tenant_of_namespace(self) -> dict[str, str]:
         return {ns: t.name for t in self.tenants for ns in t.namespaces}

@@ -261,6 +261,37 @@ ADMISSION_DECISIONS = Table(
     ),
 )
 
+RECLAIM_ACTIONS = Table(
+    "reclaim_actions",
+    "one warning or action of `gpuledger reclaim` on a job holding idle GPUs (append-only; a failed call is a row "
+    "too, and is tried again at the next run)",
+    "ts",
+    (
+        _c("ts", UTC_US, "when the call was made, UTC", False),
+        _CLUSTER,
+        _c("by", pl.String, "who acted: the reclaimer's identity (GPULEDGER_ACTOR, else user@host)", False),
+        _c("action", pl.String, "warn, deactivate (Kueue Workload), suspend (batch Job), delete (pod) or skip", False),
+        _c("job_id", pl.String, "job id (the pod's UID)", False),
+        _c("tenant", pl.String, "tenant of the job"),
+        _c("namespace", pl.String, "Kubernetes namespace"),
+        _c("pod", pl.String, "pod name"),
+        _c("owner_kind", pl.String, "the object acted on when not the pod: Workload or Job"),
+        _c("owner_name", pl.String, "its name"),
+        _c("workload_class", pl.String, "the job's workload class (a job without one counts as other)"),
+        _c("gpu_model", pl.String, "GPU model"),
+        _c("gpus", pl.Float64, "GPUs (shares summed) the job holds"),
+        _c("idle_since", UTC_US, "start of the unbroken run of fully idle windows, UTC"),
+        _c("idle_s", pl.Float64, "seconds of fully idle windows in that run (the streak)"),
+        _c("deadline", UTC_US, "warn: when the action may follow (ts + [reclaim] grace_s), UTC"),
+        _c("reason", pl.String, "why: the rule that applied, or why nothing was done (skip)"),
+        _c("api_call", pl.String, "the Kubernetes calls made, e.g. PATCH /apis/batch/v1/namespaces/a/jobs/b"),
+        _c("result", pl.String, "ok, or the error (403 Forbidden, 404 gone, 409 Conflict, ...)", False),
+        _c("gpu_hours_freed_per_day", pl.Float64, "GPU-hours a day the job holds and the action gives back"),
+        _c("usd_per_day", pl.Float64, "those GPU-hours at the current rate card; null when the model is unpriced"),
+        _DATE,
+    ),
+)
+
 QUARANTINED_FILES = Table(
     "quarantined_files",
     "one lake file set aside: unreadable, failing its page checksums, or not of its table's schema",
@@ -658,6 +689,7 @@ RAW_TABLES = (
     HEALTH_EVENTS,
     ADMISSION_DECISIONS,
     QUARANTINED_FILES,
+    RECLAIM_ACTIONS,
 )
 DERIVED_TABLES = (
     GPU_HOURLY,
