@@ -446,6 +446,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         from gpuledger.analytics.runner import schedule as analytics_schedule
 
         analytics_schedule(sch, cfg, ctx.lake)
+        _schedule_reclaim(sch, ctx)
 
     stop = _stop_event()
     db, ex = cfg.dashboard, cfg.exporter
@@ -823,6 +824,54 @@ def _active_grants(lake: Store, at: dt.datetime) -> list:
 
 
 # -- enforcer ------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--apply", "apply_", is_flag=True, help="Make the API calls and record them [a dry run: neither].")
+@click.option("--at", default=None, help="A dry run as of this UTC time (ISO-8601) [now].")
+@common
+def reclaim(ctx: Ctx, apply_, at) -> None:
+    """Give back GPUs idle past their class's limit (docs/reclaim.md): warn (an Event and a deadline annotation on
+    the pod), then after [reclaim] grace_s deactivate the Kueue Workload, suspend the Job or delete the notebook's
+    pod. A dry run by default: prints what it would do, makes no API call, writes nothing."""
+    from gpuledger.enforcer.reclaim.run import render, run_once
+
+    at_s = _utc(at, "--at")
+    if apply_ and at_s is not None:
+        raise UsageError("--at is for a dry run: an applied pass acts now")
+    now = None if at_s is None else dt.datetime.fromtimestamp(at_s, dt.timezone.utc)
+    kube = None
+    if apply_:
+        from gpuledger.enforcer.reclaim.kube import Kube
+        from gpuledger.kube_watch import load_api
+
+        kube = Kube(load_api())
+    for line in render(run_once(ctx.lake, ctx.cfg, now, kube)):
+        click.echo(line)
+
+
+def _schedule_reclaim(sch, ctx: Ctx) -> None:
+    """`up`'s periodic reclaim pass: applied with [reclaim] mode = "apply", else a dry run that only logs. Never
+    stops `up`: a failed pass (no cluster, a lake error) is a warning, and the next interval tries again."""
+    from gpuledger.enforcer.reclaim.run import render, run_once
+
+    rc = ctx.cfg.reclaim
+    log = logging.getLogger("gpuledger.reclaim")
+
+    def one_pass() -> None:
+        try:
+            kube = None
+            if rc.mode == "apply":
+                from gpuledger.enforcer.reclaim.kube import Kube
+                from gpuledger.kube_watch import load_api
+
+                kube = Kube(load_api())
+            lines = render(run_once(ctx.lake, ctx.cfg, None, kube))
+            log.info("%s", "\n".join(lines) if len(lines) > 2 or kube is not None else lines[-1])
+        except Exception as e:  # noqa: BLE001 - up must outlive any failure of a pass
+            log.warning("reclaim pass failed (%s: %s); next in %g s", type(e).__name__, e, rc.interval_s)
+
+    sch.add_job(one_pass, "interval", seconds=rc.interval_s, id="reclaim", coalesce=True, max_instances=1)
+
+
 @main.group()
 def enforcer() -> None:
     """The admission webhook: quota, budget, idle-hog and fair-share decisions from the analytics."""

@@ -109,7 +109,8 @@ def plan(
         rate = rate_at(cfg.rates, job.gpu_model, now)
         per_day = job.gpus * 24.0
         usd = None if rate is None else per_day * rate
-        why = f"{job.cls} idle {job.idle_s / 3600:.2f} h (limit {policy.idle_after_h:g} h)"
+        at_least = "at least " if job.since_lookback else ""  # idle through all the samples read
+        why = f"{job.cls} idle {at_least}{job.idle_s / 3600:.2f} h (limit {policy.idle_after_h:g} h)"
 
         def step(action: str, reason: str, deadline: dt.datetime | None = None, job=job, per_day=per_day, usd=usd):
             return Step(job, action, reason, per_day, usd, deadline)
