@@ -9,6 +9,11 @@ lists a Service's slices: tests put them in `endpointslices`); and for kubectl, 
 legacy discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`) of the kinds in DISCOVERY,
 with 404 for any object it was not given (so `kubectl apply --dry-run=client` reports "created"). Tests add
 events as they go.
+
+And the writes `gpuledger reclaim` makes: `GET /api/v1/namespaces/<ns>/pods/<name>`, `POST .../events`, a JSON merge
+patch (`PATCH`, application/merge-patch+json) of a pod, a batch Job or a Kueue Workload, `DELETE` of a pod, and the
+list of a namespace's Kueue Workloads (tests put them in `workloads`). Every one is recorded in `calls` as
+(method, path, content type, body); `fail` answers a (method, path) with a Status of the given code instead.
 """
 
 from __future__ import annotations
@@ -60,6 +65,12 @@ class RecordedApiServer:
         self.endpointslices: dict[tuple[str, str], dict] = {}  # (namespace, name) -> EndpointSlice JSON
         self.status: dict[str, tuple[int, str, str]] = {}  # path -> (code, reason, message) answered instead
         self.requests: list[str] = []
+        self.workloads: dict[tuple[str, str], dict] = {}  # (namespace, name) -> Kueue Workload JSON
+        self.created_events: list[dict] = []  # Events POSTed
+        self.calls: list[
+            tuple[str, str, str | None, object]
+        ] = []  # writes and object reads: (method, path, type, body)
+        self.fail: dict[tuple[str, str], tuple[int, str]] = {}  # (method, path) -> (code, reason) answered instead
         self.hold_s = 0.2  # how long a watch stream stays open after sending what it has
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -181,12 +192,114 @@ class RecordedApiServer:
                     if ns is None:
                         return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     return self._json(200, ns)
+                if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods":
+                    if self._record("GET", u.path):
+                        return
+                    with server._lock:
+                        pod = next(
+                            (
+                                p
+                                for p in server.pods.values()
+                                if p["metadata"].get("namespace") == parts[3] and p["metadata"]["name"] == parts[5]
+                            ),
+                            None,
+                        )
+                    if pod is None:
+                        return self._status(404, "NotFound")
+                    return self._json(200, pod)
+                if parts[:4] == ["apis", "kueue.x-k8s.io", "v1beta1", "namespaces"] and parts[5:] == ["workloads"]:
+                    if self._record("GET", u.path):
+                        return
+                    with server._lock:
+                        store = {n: w for (ns, n), w in server.workloads.items() if ns == parts[4]}
+                    return self._list(q, "Workload", store, "kueue.x-k8s.io/v1beta1")
                 if parts[:4] == ["apis", "batch", "v1", "namespaces"] and len(parts) == 7:
                     job = server.jobs.get((parts[4], parts[6]))
                     if job is None:
                         return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     return self._json(200, job)
                 return self._json(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+
+            def _status(self, code: int, reason: str) -> None:
+                self._json(
+                    code,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": reason,
+                        "reason": reason,
+                        "code": code,
+                    },
+                )
+
+            def _record(self, method: str, path: str, body=None) -> bool:
+                """Record the call; answer it with the failure a test set, if any (True: answered)."""
+                server.calls.append((method, path, self.headers.get("Content-Type"), body))
+                if (method, path) in server.fail:
+                    self._status(*server.fail[(method, path)])
+                    return True
+                return False
+
+            def _body(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(n) or b"null")
+
+            def _target(self, parts: list[str]) -> tuple[dict | None, object]:
+                """The object a PATCH or DELETE path names, and the key of its store."""
+                with server._lock:
+                    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods":
+                        for uid, p in server.pods.items():
+                            if p["metadata"].get("namespace") == parts[3] and p["metadata"]["name"] == parts[5]:
+                                return server.pods, uid
+                        return None, None
+                    if parts[:4] == ["apis", "batch", "v1", "namespaces"] and len(parts) == 7:
+                        key = (parts[4], parts[6])
+                        return (server.jobs, key) if key in server.jobs else (None, None)
+                    if parts[:4] == ["apis", "kueue.x-k8s.io", "v1beta1", "namespaces"] and len(parts) == 7:
+                        key = (parts[4], parts[6])
+                        return (server.workloads, key) if key in server.workloads else (None, None)
+                return None, None
+
+            def do_POST(self):
+                u = urlparse(self.path)
+                parts = u.path.strip("/").split("/")
+                body = self._body()
+                if self._record("POST", u.path, body):
+                    return
+                if parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["events"]:
+                    with server._lock:
+                        server.created_events.append(body)
+                    return self._json(201, body)
+                return self._status(404, "NotFound")
+
+            def do_PATCH(self):
+                u = urlparse(self.path)
+                body = self._body()
+                if self._record("PATCH", u.path, body):
+                    return
+                store, key = self._target(u.path.strip("/").split("/"))
+                if store is None:
+                    return self._status(404, "NotFound")
+                if self.headers.get("Content-Type") != "application/merge-patch+json":
+                    return self._status(415, "UnsupportedMediaType")
+                with server._lock:
+                    store[key] = _merge(store[key], body)
+                    obj = store[key]
+                return self._json(200, obj)
+
+            def do_DELETE(self):
+                u = urlparse(self.path)
+                body = self._body()
+                if self._record("DELETE", u.path, body):
+                    return
+                store, key = self._target(u.path.strip("/").split("/"))
+                if store is None:
+                    return self._status(404, "NotFound")
+                with server._lock:
+                    obj = store.pop(key)
+                return self._json(200, obj)
 
             def _list(self, q, kind, store, api_version="v1"):
                 with server._lock:
@@ -241,6 +354,19 @@ class RecordedApiServer:
                 self.wfile.flush()
 
         return Handler
+
+
+def _merge(target, patch):
+    """RFC 7386 JSON merge patch: objects merge key by key, null removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
 
 
 def _discovery(parts: list[str]) -> dict | None:
