@@ -269,7 +269,7 @@ RECLAIM_ACTIONS = Table(
     (
         _c("ts", UTC_US, "when the call was made, UTC", False),
         _CLUSTER,
-        _c("by", pl.String, "who acted: the reclaimer's identity (GPULEDGER_ACTOR, else user@host)", False),
+        _c("actor", pl.String, "who acted: the reclaimer's identity (GPULEDGER_ACTOR, else user@host)", False),
         _c("action", pl.String, "warn, deactivate (Kueue Workload), suspend (batch Job), delete (pod) or skip", False),
         _c("job_id", pl.String, "job id (the pod's UID)", False),
         _c("tenant", pl.String, "tenant of the job"),

@@ -6,7 +6,7 @@ CREATE OR REPLACE VIEW reclaim_actions AS
 SELECT
     CAST(ts AS TIMESTAMP WITH TIME ZONE) AS ts,              -- TIMESTAMP WITH TIME ZONE: when the call was made, UTC
     CAST(cluster AS VARCHAR) AS cluster,                     -- VARCHAR: cluster name from config ('default' when unset)
-    CAST(by AS VARCHAR) AS by,                               -- VARCHAR: who acted: the reclaimer's identity (GPULEDGER_ACTOR, else user@host)
+    CAST(actor AS VARCHAR) AS actor,                         -- VARCHAR: who acted: the reclaimer's identity (GPULEDGER_ACTOR, else user@host)
     CAST(action AS VARCHAR) AS action,                       -- VARCHAR: warn, deactivate (Kueue Workload), suspend (batch Job), delete (pod) or skip
     CAST(job_id AS VARCHAR) AS job_id,                       -- VARCHAR: job id (the pod's UID)
     CAST(tenant AS VARCHAR) AS tenant,                       -- VARCHAR: tenant of the job

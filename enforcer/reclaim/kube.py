@@ -3,12 +3,15 @@ error the API server gave (403 Forbidden, 404 gone, 409 Conflict, ...), never an
 recorded row and the next job's call still happens.
 
 Patches are JSON merge patches (RFC 7386), which every kind takes, custom resources included (a Kueue Workload does
-not take the strategic merge patch the kubernetes client sends by default).
+not take the strategic merge patch the kubernetes client sends by default). Answers are read as plain JSON, not the
+client's models: a model refuses an object that lacks a field its schema requires, which is no reason to fail an
+action the API server has already taken.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import secrets
 
@@ -55,13 +58,14 @@ class Kube:
         """The job's pod, checked: the same pod (not a new one of the same name) and not exempt by label."""
         from kubernetes.client.exceptions import ApiException
 
-        pod = self.core.read_namespaced_pod(step.job.pod, step.job.namespace)
-        if pod.metadata.uid != step.job.job_id:
+        answer = self.core.read_namespaced_pod(step.job.pod, step.job.namespace, _preload_content=False)
+        meta = json.loads(answer.data).get("metadata", {})
+        if meta.get("uid") != step.job.job_id:
             # the pod we measured is gone; one of the same name is another job (a notebook's controller made it)
             raise ApiException(status=404, reason="NotFound")
-        if (pod.metadata.labels or {}).get(EXEMPT_LABEL) == "never":
+        if (meta.get("labels") or {}).get(EXEMPT_LABEL) == "never":
             raise Exempt
-        return pod
+        return meta
 
     def warn(self, step: Step) -> tuple[list[str], str]:
         """An Event on the pod and the deadline in its annotations."""
@@ -97,10 +101,10 @@ class Kube:
                 "count": 1,
             }
             calls.append(f"POST /api/v1/namespaces/{j.namespace}/events")
-            self.core.create_namespaced_event(j.namespace, event)
+            self.core.create_namespaced_event(j.namespace, event, _preload_content=False)
             patch = {"metadata": {"annotations": {DEADLINE_ANNOTATION: _rfc3339(step.deadline)}}}
             calls.append(f"PATCH /api/v1/namespaces/{j.namespace}/pods/{j.pod}")
-            self.core.patch_namespaced_pod(j.pod, j.namespace, patch, _content_type=MERGE_PATCH)
+            self.core.patch_namespaced_pod(j.pod, j.namespace, patch, _content_type=MERGE_PATCH, _preload_content=False)
         except Exempt:
             return calls, "exempt"
         except Exception as e:  # noqa: BLE001 - any refusal or network failure is a recorded row, tried again later
@@ -116,25 +120,39 @@ class Kube:
             self._pod(step)
             if step.action == "delete":
                 calls.append(f"DELETE /api/v1/namespaces/{j.namespace}/pods/{j.pod}")
-                self.core.delete_namespaced_pod(j.pod, j.namespace)
+                self.core.delete_namespaced_pod(j.pod, j.namespace, _preload_content=False)
             elif step.action == "suspend":
                 target = ("Job", j.owner_name)
                 calls.append(f"PATCH /apis/batch/v1/namespaces/{j.namespace}/jobs/{j.owner_name}")
                 self.batch.patch_namespaced_job(
-                    j.owner_name, j.namespace, {"spec": {"suspend": True}}, _content_type=MERGE_PATCH
+                    j.owner_name,
+                    j.namespace,
+                    {"spec": {"suspend": True}},
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
                 )
             elif step.action == "deactivate":
                 group, version, plural = KUEUE
                 base = f"/apis/{group}/{version}/namespaces/{j.namespace}/{plural}"
                 calls.append(f"GET {base}")
-                listed = self.custom.list_namespaced_custom_object(group, version, j.namespace, plural)
+                answer = self.custom.list_namespaced_custom_object(
+                    group, version, j.namespace, plural, _preload_content=False
+                )
+                listed = json.loads(answer.data)
                 name = workload_of(listed.get("items", []), j.owner_kind, j.owner_name)
                 if name is None:
                     return calls, f"404 gone: no Kueue Workload owned by {j.owner_kind} {j.owner_name}", target
                 target = ("Workload", name)
                 calls.append(f"PATCH {base}/{name}")
                 self.custom.patch_namespaced_custom_object(
-                    group, version, j.namespace, plural, name, {"spec": {"active": False}}, _content_type=MERGE_PATCH
+                    group,
+                    version,
+                    j.namespace,
+                    plural,
+                    name,
+                    {"spec": {"active": False}},
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
                 )
             else:
                 raise ValueError(f"not an action: {step.action}")

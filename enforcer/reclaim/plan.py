@@ -78,7 +78,8 @@ def rate_at(rates: tuple[Rate, ...], model: str | None, at: dt.datetime) -> floa
     return max(live, key=lambda r: r.effective_from).usd_per_gpu_hour if live else None
 
 
-def _in_run(job: Job, past: Past) -> bool:
+def in_run(job: Job, past: Past) -> bool:
+    """Whether `past` was recorded in the job's current run of idleness."""
     return job.since_lookback or (job.idle_since is not None and past.ts >= job.idle_since)
 
 
@@ -115,7 +116,7 @@ def plan(
         def step(action: str, reason: str, deadline: dt.datetime | None = None, job=job, per_day=per_day, usd=usd):
             return Step(job, action, reason, per_day, usd, deadline)
 
-        run = [p for p in history.get(job.job_id, ()) if _in_run(job, p)]
+        run = [p for p in history.get(job.job_id, ()) if in_run(job, p)]
         if any(p.action in FREEING and p.result == "ok" for p in run):
             continue
         if job.tenant in cfg.reclaim.exempt_tenants:

@@ -21,7 +21,7 @@ import polars as pl
 
 from gpuledger.config import Config
 from gpuledger.enforcer.reclaim.kube import Kube
-from gpuledger.enforcer.reclaim.plan import FREEING, Job, Past, Step, plan
+from gpuledger.enforcer.reclaim.plan import FREEING, Job, Past, Step, in_run, plan
 from gpuledger.enforcer.reclaim.streaks import gpu_streaks, job_streaks
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 from gpuledger.store import LakeRef, open_store
@@ -202,7 +202,7 @@ def run_once(
             o.result = "ok"
         action, reason = s.action, s.reason
         if o.result == "exempt":
-            if any(p.action == "skip" for p in past.get(s.job.job_id, ()) if p.ts >= (s.job.idle_since or now)):
+            if any(p.action == "skip" for p in past.get(s.job.job_id, ()) if in_run(s.job, p)):
                 continue  # recorded once per idle run
             action, reason, o.result = "skip", f"{s.reason}; the pod is labelled gpuledger.io/reclaim=never", "ok"
         if o.result != "ok":
@@ -210,7 +210,7 @@ def run_once(
                 "reclaim: %s %s/%s failed (%s); tried again next pass", action, s.job.namespace, s.job.pod, o.result
             )
         o.recorded = True
-        rows.append(_row(cfg, by, s, action, reason, o))
+        rows.append(_row(cfg, by, now, s, action, reason, o))
     if rows:
         w = LakeWriter(store)
         w.init()
@@ -222,14 +222,13 @@ def run_once(
     return Pass(now, True, outcomes, waiting, len(jobs))
 
 
-def _row(cfg: Config, by: str, s: Step, action: str, reason: str, o: Outcome) -> dict:
+def _row(cfg: Config, by: str, ts: dt.datetime, s: Step, action: str, reason: str, o: Outcome) -> dict:
     j = s.job
-    ts = dt.datetime.now(dt.timezone.utc)
     us = lambda t: None if t is None else int(t.timestamp() * US)  # noqa: E731
     return {
         "ts": us(ts),
         "cluster": cfg.cluster,
-        "by": by,
+        "actor": by,
         "action": action,
         "job_id": j.job_id,
         "tenant": j.tenant,
