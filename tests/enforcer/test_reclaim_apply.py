@@ -8,14 +8,15 @@ import dataclasses
 import datetime as dt
 
 import pytest
-from builders import epoch_us
-from k8s_apiserver import RecordedApiServer
 
 from gpuledger.config import ReclaimConfig, defaults
 from gpuledger.enforcer.reclaim.kube import Kube
 from gpuledger.enforcer.reclaim.run import render, run_once
 from gpuledger.lake import LakeWriter, frame_from_rows, has_data, scan
 from gpuledger.query import Lake
+
+from builders import epoch_us
+from k8s_apiserver import RecordedApiServer
 
 UTC = dt.timezone.utc
 T8 = dt.datetime(2026, 11, 2, 8, tzinfo=UTC)
