@@ -30,6 +30,7 @@ OVERLAYS = (
     "single-cluster-dcgm",
     "single-cluster-sso",
     "single-cluster-prometheus-operator",
+    "single-cluster-reclaim",
     "multi-cluster/eu-1",
     "multi-cluster/us-1",
 )
@@ -268,6 +269,40 @@ def test_rbac_is_least_privilege(rendered):
     assert toml["collector"]["dcgm_service"] == "gpu-operator/nvidia-dcgm-exporter"  # the Role's namespace
     # dcgm-exporter replaces the node collector: nvml and dcgm would both write gpu_samples for each GPU.
     assert not [d for d in dcgm if d["metadata"]["name"] == "gpuledger-collector-node"]
+
+
+@needs_kubectl
+def test_the_reclaimer_is_opt_in_and_least_privilege(rendered):
+    # Not in any other overlay: it deletes and suspends, so a site includes components/reclaim deliberately.
+    for overlay, stream in rendered.items():
+        names = {d["metadata"]["name"] for d in objects(stream)}
+        assert ("gpuledger-reclaim" in names) == (overlay == "single-cluster-reclaim"), overlay
+    docs = objects(rendered["single-cluster-reclaim"])
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    # exactly the calls enforcer/reclaim/kube.py makes (tests/enforcer/test_reclaim_apply.py checks those)
+    assert roles["gpuledger-reclaim"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "patch"]},
+    ]
+    binding = find(docs, "ClusterRoleBinding", "gpuledger-reclaim")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpuledger-reclaim", "namespace": "gpuledger"}]
+    cron = find(docs, "CronJob", "gpuledger-reclaim")["spec"]
+    spec = cron["jobTemplate"]["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "gpuledger-reclaim" and spec["automountServiceAccountToken"] is True
+    assert spec["containers"][0]["args"] == ["reclaim", "--apply"]
+    assert cron["concurrencyPolicy"] == "Forbid"
+    analyze = find(docs, "CronJob", "gpuledger-analyze")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == analyze["containers"][0]["image"]  # the stack's image and version
+    # every other pod keeps its token as in single-cluster
+    for where, pod in pod_specs(docs).items():
+        reads_api = where in (
+            "Deployment/gpuledger-collector-central",
+            "Deployment/gpuledger-enforcer",
+            "CronJob/gpuledger-reclaim",
+        )
+        assert pod.get("automountServiceAccountToken", True) is reads_api, where
 
 
 @needs_kubectl
