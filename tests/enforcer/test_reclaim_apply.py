@@ -294,3 +294,81 @@ def test_a_pod_labelled_never_is_skipped_once(store, api):
     assert ("POST", "/api/v1/namespaces/vision-dev/events") not in writes(api)
     run_once(store, config(), NOON + dt.timedelta(minutes=5), kube)
     assert [a for a in actions(store) if a[0] == "uid-nb"] == nb  # not recorded again
+
+
+# -- the command, and its pass under `up` ----------------------------------------------------------------------------
+CONFIG = """
+cluster = "c"
+[reclaim]
+exempt_tenants = ["research"]
+"""
+
+
+def test_the_command_is_a_dry_run_by_default(cli, tmp_path):
+    from gpuledger.store import open_store
+
+    build_lake(open_store(tmp_path / "lake"))
+    (tmp_path / "gpuledger.toml").write_text(CONFIG)
+    args = ("reclaim", "--lake", tmp_path / "lake", "--config", tmp_path / "gpuledger.toml")
+    r = cli(*args, "--at", "2026-11-02T12:00:00Z")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert (
+        lines[0] == "reclaim at 2026-11-02T12:00:00Z, dry run (no API call made, nothing recorded): 6 open job(s) read"
+    )
+    assert [ln.split()[:2] for ln in lines[1:-1]] == [
+        ["would", "warn"],
+        ["would", "warn"],
+        ["would", "skip"],
+        ["would", "warn"],
+    ]
+    assert "nlp/train-1-x (training, 2 GPU NVIDIA H100 80GB HBM3, 48 GPU-h/day, 119.52 USD/day)" in lines[1]
+    assert lines[-1] == "would free 96.0 GPU-hours a day (239.04 USD a day at the rate card) from 3 job(s)"
+    assert not (tmp_path / "lake" / "reclaim_actions").exists()
+    # bad input: one line, exit 1, nothing written
+    for bad, says in (
+        (("--at", "noon"), "--at 'noon' is not an ISO-8601 time"),
+        (("--apply", "--at", "2026-11-02T12:00:00Z"), "--at is for a dry run"),
+    ):
+        r = cli(*args, *bad)
+        assert r.exit_code == 1 and says in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "lake" / "reclaim_actions").exists()
+
+
+class _Scheduler:
+    def __init__(self):
+        self.jobs = {}
+
+    def add_job(self, fn, trigger, **kw):
+        self.jobs[kw["id"]] = (fn, trigger, kw)
+
+
+def test_ups_pass_never_stops_up(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from gpuledger import config as config_mod
+    from gpuledger.cli import Ctx, _schedule_reclaim
+    from gpuledger.store import open_store
+
+    store = open_store(tmp_path / "lake")
+    build_lake(store)
+    cfg = dataclasses.replace(config(), reclaim=dataclasses.replace(config().reclaim, mode="apply", interval_s=60))
+    sch = _Scheduler()
+    _schedule_reclaim(sch, Ctx(cfg, store))
+    fn, trigger, kw = sch.jobs["reclaim"]
+    assert (trigger, kw["seconds"], kw["max_instances"]) == ("interval", 60, 1)
+    # apply, and no cluster to reach: a warning, no exception
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    with caplog.at_level(logging.INFO, logger="gpuledger.reclaim"):
+        fn()
+    assert (
+        "reclaim pass failed (SourceError: k8s: no in-cluster service account and no usable kubeconfig" in caplog.text
+    )
+    # report mode: the dry run's summary in the log (now, the lake's jobs stopped reporting: nothing to free)
+    caplog.clear()
+    sch = _Scheduler()
+    _schedule_reclaim(sch, Ctx(config_mod.defaults(), store))
+    with caplog.at_level(logging.INFO, logger="gpuledger.reclaim"):
+        sch.jobs["reclaim"][0]()
+    assert "would free 0.0 GPU-hours a day" in caplog.text
