@@ -331,3 +331,42 @@ def for_dashboard(
     if model:
         nodes, stats, fleet = (f.filter(pl.col("gpu_model") == model) for f in (nodes, stats, fleet))
     return scenario.describe(), whatif(nodes, stats, fleet, start, end, scenario)
+
+
+STRICTER_RULES_H = (0.5, 1.0, 2.0)  # the waste page's "what a stricter rule would have freed"
+
+
+def idle_rule_freed(
+    stats: pl.DataFrame,
+    start: dt.datetime,
+    end: dt.datetime,
+    hours: tuple[float, ...] = STRICTER_RULES_H,
+    idle_threshold: float = Scenario.idle_threshold,
+) -> pl.DataFrame:
+    """GPU-hours the what-if's idle rule would have given back, per rule and tenant: for each `hours` T, the jobs
+    submitted in the window (`demand`'s) whose efficiency is below `idle_threshold` lose what they held beyond T,
+    times their GPUs. `stats` is job_stats' rows (job_id, tenant, gpu_model, gpus, submitted_at, scheduled_at,
+    held_s, efficiency). Columns: idle_after_h, tenant, jobs (cut short), freed_gpu_hours."""
+    today = demand(stats, start, end).select("job_id", "gpus", "hold_s")
+    tenants = stats.select("job_id", "tenant").unique("job_id")
+    out = []
+    for h in hours:
+        cut = demand(stats, start, end, Scenario(idle_reclaim_h=h, idle_threshold=idle_threshold))
+        freed = (
+            today.join(cut.select("job_id", pl.col("hold_s").alias("_cut")), on="job_id")
+            .with_columns(((pl.col("hold_s") - pl.col("_cut")) * pl.col("gpus") / 3600).alias("freed_gpu_hours"))
+            .filter(pl.col("freed_gpu_hours") > 0)
+            .join(tenants, on="job_id", how="left")
+            .group_by("tenant")
+            .agg(pl.len().alias("jobs"), pl.col("freed_gpu_hours").sum())
+            .with_columns(pl.lit(float(h)).alias("idle_after_h"))
+        )
+        out.append(freed)
+    schema = {"idle_after_h": pl.Float64, "tenant": pl.String, "jobs": pl.Int64, "freed_gpu_hours": pl.Float64}
+    if not out:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat(out, how="diagonal_relaxed")
+        .select([pl.col(c).cast(t) for c, t in schema.items()])
+        .sort("idle_after_h", "freed_gpu_hours", "tenant", descending=[False, True, False])
+    )

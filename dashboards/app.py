@@ -38,6 +38,8 @@ class Context:
     # The fragmentation page's placement replay: analytics.placement_whatif.placement_whatif with the lake and the
     # rate card bound by the CLI, called as placement(cluster, start, end, model=...).
     placement: Callable | None = None
+    # The waste page's "what a stricter rule would have freed": analytics.whatif.idle_rule_freed, wired by the CLI.
+    idle_rule: Callable | None = None
 
     def filters(self, search: str | None) -> tuple[flt.Filters, list[str]]:
         """The URL's filters, within the lake's days and narrowed to the viewer's tenants (access.scope): the one
@@ -50,6 +52,7 @@ def create_app(
     *,
     whatif: Callable | None = None,
     placement: Callable | None = None,
+    idle_rule: Callable | None = None,
     auth: tuple[str, str] | None = None,
     access_cfg: Access | None = None,
     variables: dict[str, str] | None = None,
@@ -59,7 +62,7 @@ def create_app(
     `auth` when given). `refresh_s`: an open page redraws itself this often from the latest snapshot (0: never;
     [dashboard] refresh_s); a page with `HEAVY = True` (controls of its own, which a redraw would reset) only when
     asked."""
-    context = Context(DashData(lake, variables), whatif, placement)
+    context = Context(DashData(lake, variables), whatif, placement, idle_rule)
     app = Dash(__name__, title="gpuledger", suppress_callback_exceptions=True, update_title=None)
     app.layout = lambda: _shell(context, refresh_s)  # a function: the model and tenant lists are read on each load
 

@@ -153,6 +153,12 @@ REGISTRY: dict[str, Col] = {
         budget_usd="Monthly budget",
     ),
     **_cols(USD_PER_GPU_H, usd_per_gpu_hour="Price"),
+    **_cols(Unit("GPU-h/day", ",.1f"), gpu_hours_freed_per_day="Given back"),
+    **_cols(Unit("USD/day", ",.2f"), usd_per_day="Its cost"),
+    **_cols(GPU_H, freed_gpu_hours="Would have been freed"),
+    **_cols(DURATION_H, idle_after_h="Rule: reclaim after"),
+    **_cols(COUNT, actions="Actions"),
+    **_cols(DAY, month="Month"),
     **_cols(
         PCT,
         mean_allocation_pct="Mean allocation",

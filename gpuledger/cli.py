@@ -624,7 +624,7 @@ def views(ctx: Ctx, out) -> None:
 # -- dashboard -----------------------------------------------------------------------------------------
 def _dashboard_app(ctx: Ctx):
     from gpuledger.analytics.placement_whatif import placement_whatif
-    from gpuledger.analytics.whatif import for_dashboard
+    from gpuledger.analytics.whatif import for_dashboard, idle_rule_freed
     from gpuledger.dashboards.access import Access
     from gpuledger.dashboards.app import create_app
     from gpuledger.focus_export import finops_variables
@@ -644,6 +644,7 @@ def _dashboard_app(ctx: Ctx):
         whatif=for_dashboard,
         access_cfg=rules,
         placement=functools.partial(placement_whatif, ctx.lake, ctx.cfg.rates),
+        idle_rule=idle_rule_freed,
         variables=finops_variables(ctx.cfg),
         refresh_s=ctx.cfg.dashboard.refresh_s,
     )

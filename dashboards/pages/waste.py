@@ -1,10 +1,12 @@
-"""Waste: GPUs allocated but idle, what they cost, who holds them, and the trend."""
+"""Waste: GPUs allocated but idle, what they cost, who holds them, the trend, and what reclaim gave back."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from gpuledger.dashboards import figures, links
 from gpuledger.dashboards.classes import by_class
-from gpuledger.dashboards.filters import BOTH_SQL, by_cluster
+from gpuledger.dashboards.filters import BOTH_SQL, TENANT_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 
 PATH = "/waste"
@@ -37,6 +39,60 @@ def idle_now(data, f):
         f"WHERE {BOTH_SQL} GROUP BY ALL ORDER BY idle_gpus DESC, idle_h DESC, pod LIMIT 200",
         f.both_args,
     )
+
+
+# The what-if replays at most this many days (analytics.whatif.MAX_WINDOW_DAYS): the range's last month.
+STRICTER_DAYS = 31
+
+
+def reclaimed(data, f):
+    """reclaim_savings per tenant and month for the months the range touches (tenant filter and scope; the actions
+    have no GPU model filter: a job's GPUs are one model, the row names it, the savings view sums across)."""
+    if not data.has("reclaim_actions"):
+        return None
+    start = f.start.replace(day=1)
+    return data.frame(
+        "SELECT cluster, tenant, month, actions, jobs, gpus, gpu_hours_freed_per_day, usd_per_day FROM reclaim_savings "
+        f"WHERE month BETWEEN ? AND ? AND {TENANT_SQL} ORDER BY month DESC, gpu_hours_freed_per_day DESC, tenant",
+        [start, f.end, *f.tenant_args],
+        lake=True,  # written by `gpuledger reclaim`, not the analytics: the snapshot would not see new rows
+    )
+
+
+def stricter(ctx, f):
+    """What the capacity what-if's idle rule (analytics.whatif.idle_rule_freed) would have freed over the range's
+    last STRICTER_DAYS days, per rule and tenant; None when the app has no analytics wired."""
+    if ctx.idle_rule is None:
+        return None
+    end = f.end_ts
+    start = max(f.start_ts, end - dt.timedelta(days=STRICTER_DAYS))
+    stats = ctx.data.frame(
+        "SELECT job_id, tenant, gpu_model, gpus, submitted_at, scheduled_at, held_s, efficiency FROM job_stats "
+        f"WHERE submitted_at >= ? AND submitted_at < ? AND {BOTH_SQL}",
+        [start, end, *f.both_args],
+    )
+    return ctx.idle_rule(stats, start, end)
+
+
+def reclaim_section(ctx, f):
+    saved = reclaimed(ctx.data, f)
+    parts = [
+        note(
+            "GPUs `gpuledger reclaim` gave back (docs/reclaim.md): per tenant and month, the jobs deactivated, "
+            "suspended or deleted after a warning, the GPU-hours a day they held and their cost a day at the rate card."
+        ),
+        table("ws-reclaimed", saved) if saved is not None else note("Nothing reclaimed yet (no reclaim_actions)."),
+    ]
+    rules = stricter(ctx, f)
+    if rules is not None:
+        parts += [
+            note(
+                "What a stricter rule would have freed: jobs under 5 % busy cut off after each time, as the capacity "
+                "what-if replays it, over the range's last 31 days (GPU-hours held beyond the rule)."
+            ),
+            table("ws-stricter", rules),
+        ]
+    return section("Reclaimed", *parts)
 
 
 def layout(ctx, f):
@@ -115,6 +171,7 @@ def layout(ctx, f):
             ),
             table("ws-idle-now", idle_now(data, f)),
         ),
+        reclaim_section(ctx, f),
         section(
             "Trend",
             graph(
