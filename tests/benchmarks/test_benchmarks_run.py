@@ -26,6 +26,14 @@ N = r"[\d.,]+"
 
 # script -> the figure lines it must print, as regexes
 FIGURES: dict[str, tuple[str, ...]] = {
+    "reclaim.py": (
+        rf"reclaim dry run at \S+ over {N} open jobs holding {N} GPUs",
+        rf"default class policies: would free {N} GPU-hours a day \({N} USD a day\) from {N} jobs",
+        rf"other reclaimable after 2 h: would free {N} GPU-hours a day \({N} USD a day\) from {N} jobs",
+        rf"pass, median of {N}: {N} s; baseline \(reading the open jobs alone\) {N} s",
+        rf"ratio {N}x",
+        rf"command \(fresh process\): {N} s, peak RSS {N} MiB",
+    ),
     "exporter.py": (
         rf"series {N}, /metrics {N} KiB \(baseline 4 series\)",
         rf"scrape p50 {N} ms +p99 {N} ms +max {N} ms over {N} scrapes",
