@@ -64,9 +64,8 @@ def open_jobs(store, cfg: Config) -> tuple[pl.DataFrame, pl.DataFrame]:
     jobs = (
         scan(store, "jobs")
         .filter((pl.col("cluster") == cfg.cluster) & pl.col("job_id").is_in(ids))
-        .sort("updated_at")
         .group_by("job_id")
-        .last()
+        .agg(pl.all().sort_by("updated_at").last())  # each job's latest state
         .filter(pl.col("status") == "running")
         .collect()
     )

@@ -372,3 +372,20 @@ def test_ups_pass_never_stops_up(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="gpuledger.reclaim"):
         sch.jobs["reclaim"][0]()
     assert "would free 0.0 GPU-hours a day" in caplog.text
+
+
+def test_a_job_that_ended_since_is_not_reclaimed(store):
+    # the analysis still has tr's allocation open, but the collector has seen it succeed at 11:00: its latest state
+    build_lake(store)
+    row = dict(
+        updated_at=epoch_us(NOON - dt.timedelta(hours=1)),
+        cluster="c",
+        job_id="uid-tr",
+        status="succeeded",
+        source="k8s",
+        workload_class="training",
+    )
+    LakeWriter(store).write("jobs", frame_from_rows("jobs", [row]), "later")
+    p = run_once(store, config(), NOON, None)
+    assert [o.step.job.job_id for o in p.outcomes] == ["uid-kq", "uid-ex", "uid-nb"]
+    assert p.jobs_seen == 5
