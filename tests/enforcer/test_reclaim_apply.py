@@ -389,3 +389,16 @@ def test_a_job_that_ended_since_is_not_reclaimed(store):
     p = run_once(store, config(), NOON, None)
     assert [o.step.job.job_id for o in p.outcomes] == ["uid-kq", "uid-ex", "uid-nb"]
     assert p.jobs_seen == 5
+
+
+def test_a_bad_reclaim_setting_is_one_line(cli, tmp_path):
+    for text, says in (
+        ('[reclaim]\nmode = "sometimes"\n', "reclaim.mode"),
+        ("[reclaim]\nwindow_s = 0\n", "reclaim.window_s"),
+        ("[reclaim]\ninterval_s = 5\n", "reclaim.interval_s: must be at least 30"),
+        ('[reclaim]\nexempt_tenants = [""]\n', "reclaim.exempt_tenants"),
+    ):
+        (tmp_path / "c.toml").write_text(text)
+        r = cli("reclaim", "--lake", tmp_path / "lake", "--config", tmp_path / "c.toml")
+        assert r.exit_code == 1 and says in r.output and "Traceback" not in r.output, (text, r.output)
+    assert not (tmp_path / "lake").exists()
