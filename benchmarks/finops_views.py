@@ -39,7 +39,16 @@ from gpuledger.query import Lake, sql_files  # noqa: E402
 END = "2026-12-01T00:00:00Z"
 MONTH = "2026-11"
 LAST_WEEK = "2026-11-24"
-RAW = {"gpu_samples", "gpu_processes", "gpu_fields", "jobs", "nodes", "health_events", "admission_decisions"}
+RAW = {
+    "gpu_samples",
+    "gpu_processes",
+    "gpu_fields",
+    "jobs",
+    "nodes",
+    "health_events",
+    "admission_decisions",
+    "reclaim_actions",
+}
 # Views over raw telemetry: asked about the last week like the tables they read (a year of samples is the cost the
 # whole-year gpu_samples line already shows; node_claims' own header says to filter on `date`).
 RAW_VIEWS = {"node_claims"}
@@ -85,6 +94,8 @@ QUERIES = {
     "pod_shapes": "SELECT workload, sum(pods) FROM pod_shapes GROUP BY ALL",
     # Which node names two machines claimed, on how many days and for how long (5-minute buckets).
     "node_claims": "SELECT cluster, node, count(*) AS days, sum(buckets) FROM node_claims GROUP BY ALL",
+    "reclaim_actions": "SELECT tenant, action, result, count(*) FROM reclaim_actions GROUP BY ALL",
+    "reclaim_savings": "SELECT tenant, month, sum(gpu_hours_freed_per_day) FROM reclaim_savings GROUP BY ALL",
 }
 # Views over other views: the tables whose files they read (the baseline reads those).
 SOURCES = {
@@ -93,6 +104,7 @@ SOURCES = {
     "queue_stats": ("job_stats",),
     "tenant_daily": ("cost_daily", "job_hourly"),
     "node_claims": ("gpu_samples",),
+    "reclaim_savings": ("reclaim_actions",),
 }
 
 
