@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kubernetes.utils import parse_quantity
 
-from gpuledger.collector.k8s.classes import classify, owner_of
+from gpuledger.classify import classify, owner_of
 from gpuledger.config import ClassRule
 from gpuledger.mig import mig_share
 
@@ -195,7 +195,7 @@ def job_row(
     class_rules: Iterable[ClassRule] = (),
 ) -> dict | None:
     """The jobs row for this state of `pod`, or None when the pod asks for no GPU. Its workload class comes from
-    the pod, its owner chain and the config's [[classes]] `class_rules` (collector/k8s/classes.py)."""
+    the pod, its owner chain and the config's [[classes]] `class_rules` (gpuledger/classify.py)."""
     req = gpu_request(pod)
     if req is None:
         return None

@@ -1,4 +1,4 @@
-"""Workload classes (collector/k8s/classes.py): each rule and the precedence on hand-built pods, then every workload
+"""Workload classes (gpuledger/classify.py): each rule and the precedence on hand-built pods, then every workload
 file of ../shared/data/k8s/workloads (objects written by others, classed by a person) against expected_classes.csv."""
 
 import csv
@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from gpuledger.collector.k8s.classes import Owner, classify, classify_object
+from gpuledger.classify import Owner, classify, classify_object
 from gpuledger.collector.k8s.pods import job_row
 from gpuledger.config import ClassRule
 
