@@ -92,8 +92,13 @@ def top_offenders(idle_hours: pl.LazyFrame, n: int = 10) -> pl.LazyFrame:
     )
 
 
-def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: float, now) -> pl.LazyFrame:
+def idle_holds(
+    open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: float, now, classes: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
     """Each GPU an open job holds that is idle now, with since when: what the enforcer's idle-hog gate reads.
+
+    `classes` (cluster, job_id, workload_class), the jobs' newest rows, gives each hold its job's class: the gate
+    counts a hold once it has idled its class's time (none when not given: the column is null).
 
     Idle now: the last complete hour was below `threshold_pct`, and the hour in progress is not above it (a job
     that woke up ten minutes ago is not hogging). `idle_since` starts the unbroken run of idle hours that ends at
@@ -123,6 +128,11 @@ def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: f
         .filter(pl.col("_last") == last)
         .join(busy_now, on=key, how="anti")
     )
+    if classes is None:
+        runs = runs.with_columns(pl.lit(None, pl.String).alias("workload_class"))
+    else:
+        classes = classes.select("cluster", "job_id", "workload_class").unique(["cluster", "job_id"], keep="last")
+        runs = runs.join(classes, on=["cluster", "job_id"], how="left")
     return runs.select(
         pl.lit(now).dt.cast_time_unit("us").alias("computed_at"),
         "cluster",
@@ -136,4 +146,5 @@ def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: f
         "share",
         "idle_since",
         ((last + pl.duration(hours=1) - pl.col("idle_since")).dt.total_microseconds() / 1e6).alias("idle_s"),
+        "workload_class",
     ).sort("cluster", "tenant", "idle_since", "job_id", "gpu_uuid")

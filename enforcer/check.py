@@ -1,8 +1,9 @@
 """`gpuledger enforcer check`: what the webhook would answer for workloads in a file, without a cluster.
 
-The objects (a YAML or JSON stream: Pods, Jobs, JobSets, Ray and Kueue kinds) are wrapped in the AdmissionReview
-a CREATE would carry and decided by the same pure `decide` the server runs, against the decision table in the
-lake: a platform engineer can try a policy change, or a user a manifest, before either reaches the API server.
+The objects (a YAML or JSON stream: Pods, Jobs, JobSets, Ray and Kueue kinds; any other kind is given its workload
+class and asks for nothing) are wrapped in the AdmissionReview a CREATE would carry and decided by the same pure
+`decide` the server runs, against the decision table in the lake: a platform engineer can try a policy change, or a
+user a manifest, before either reaches the API server. Each line names the workload class the object was given.
 Nothing is counted or audited.
 """
 
@@ -102,10 +103,13 @@ def render(c: Checked) -> list[str]:
         head = f"{c.where}: admitted"
     else:
         head = f"{c.where}: DENIED ({c.validate.policy}, {c.validate.mode}): {r['status']['message']}"
-    lines = [head]
+    info = []
     if c.validate.tenant:
         g = c.validate.gpus
-        lines[0] += f"  [tenant {c.validate.tenant}, {g:g} GPU{'' if g == 1 else 's'}]"
+        info += [f"tenant {c.validate.tenant}", f"{g:g} GPU{'' if g == 1 else 's'}"]
+    if c.validate.workload_class:  # the class its per-class policies took (gpuledger/classify.py)
+        info.append(f"class {c.validate.workload_class}")
+    lines = [head + (f"  [{', '.join(info)}]" if info else "")]
     lines += [f"  warning: {w}" for w in r.get("warnings", [])]
     if c.validate.decision == "allow" and c.validate.reason and c.validate.mode == "dry-run":
         lines.append(f"  dry-run: {c.validate.reason}")

@@ -6,6 +6,7 @@ server does under its lock). So every policy x mode is tested without a server.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import re
@@ -13,7 +14,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuledger.config import Config, EnforcerConfig
+from gpuledger.classify import classify_object
+from gpuledger.config import DEFAULT_CLASS_POLICIES, ClassPolicy, ClassRule, Config, EnforcerConfig
 from gpuledger.enforcer import policies
 from gpuledger.enforcer.review import Review, allow, deny
 from gpuledger.enforcer.workload import AskError, ask, controller_kind
@@ -22,16 +24,27 @@ from gpuledger.enforcer.workload import AskError, ask, controller_kind
 @dataclass(frozen=True)
 class Settings:
     """The enforcer's settings: the config's [enforcer] table as declared and validated in gpuledger/config.py (its
-    defaults are there, not here), the namespace -> tenant map of its [[tenants]], and the priority classes fair
-    share sets."""
+    defaults are there, not here), the namespace -> tenant map of its [[tenants]], the priority classes fair
+    share sets, and the workload classes: the [[classes]] rules and each class's [class_policy.<class>]."""
 
     tenant_of_namespace: dict[str, str]
     enforcer: EnforcerConfig = EnforcerConfig()
     priority_classes: tuple[tuple[float, str], ...] = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
+    class_rules: tuple[ClassRule, ...] = ()
+    class_policy: Mapping[str, ClassPolicy] = field(default_factory=lambda: dict(DEFAULT_CLASS_POLICIES))
 
     @classmethod
     def of(cls, cfg: Config) -> Settings:
-        return cls(cfg.tenant_of_namespace(), cfg.enforcer)
+        return cls(
+            cfg.tenant_of_namespace(), cfg.enforcer, class_rules=tuple(cfg.classes), class_policy=cfg.class_policy
+        )
+
+    @functools.cached_property
+    def idle_after_s(self) -> dict[str, float | None]:
+        """Class -> how long its GPUs idle before they count against the idle-hog gate; None for a class that is not
+        reclaimed (inference and other by default): their idle GPUs are not the waste the gate is about (a
+        service idles at night by design), as they are not what `gpuledger reclaim` takes back."""
+        return {c: p.idle_after_h * 3600 if p.reclaim else None for c, p in self.class_policy.items()}
 
     @property
     def modes(self) -> dict[str, str]:
@@ -135,12 +148,28 @@ class Outcome:
     gpu_model: str | None
     gpus: float
     counted: bool = False  # an admission by /validate (not a dry run): the caller records it in Recent
+    workload_class: str | None = None  # what the object is (gpuledger/classify.py); None without an object
 
 
 # An object whose controller is one of these was decided when its controller was: a Job's pods, a JobSet's Jobs,
 # a RayJob's RayCluster and its pods, the Kueue Workload of a Job. Checking them again would count the same GPUs
 # twice (the Job's admission is still in the burst window when its pods arrive) and could deny half a Job.
 DECIDED_WITH_OWNER = frozenset({"Job", "JobSet", "RayJob", "RayCluster"})
+
+
+def workload_class(review: Review, s: Settings) -> str | None:
+    """The class of the object under review, by the rules the k8s source classes its pods with
+    (gpuledger/classify.py): its `gpuledger.io/class` label, the config's [[classes]] rows, its own kind (a Job is
+    training, a Notebook a notebook), a pod's ownerReferences and labels. The webhook reads no other object: a pod
+    whose owner chain goes on above its direct owner (a StatefulSet's Notebook) is classed by the controllers'
+    labels, as the source is when it may not read the owner."""
+    obj = review.obj
+    if obj is None:
+        return None
+    if not isinstance(obj.get("kind"), str) or not isinstance(obj.get("apiVersion"), str):
+        # the API server sends both; a review built by hand may not: the request's kind says the same
+        obj = {**obj, "kind": review.kind, "apiVersion": f"{review.group}/{review.version}".lstrip("/")}
+    return classify_object(obj, s.class_rules, review.namespace or None).workload_class
 
 
 def decide(
@@ -153,11 +182,28 @@ def decide(
     labelled: Mapping[str, str] | None = None,
 ):
     """One admission decision. /validate (mutate False) runs quota, budget and idle-hog and marks what it admits as
-    `counted`; /mutate runs fair share only, never denies on a policy and counts nothing: the API server calls both
-    for the same object, the mutating webhook first. Changes nothing: `recent` is only read.
+    `counted`; /mutate runs the priority class (the workload class's, else fair share's) only, never denies on a
+    policy and counts nothing: the API server calls both for the same object, the mutating webhook first. Changes
+    nothing: `recent` is only read. The Outcome names the object's workload class, for the audit.
 
     `labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
+    wc = workload_class(review, s) if review.operation in ("CREATE", "UPDATE") else None
+    o = _decide(review, table, s, recent, now, mutate, labelled, wc)
+    return dataclasses.replace(o, workload_class=wc) if wc is not None else o
+
+
+def _decide(
+    review: Review,
+    table: Table | None,
+    s: Settings,
+    recent: Recent,
+    now: dt.datetime,
+    mutate: bool,
+    labelled: Mapping[str, str] | None,
+    wc: str | None,
+) -> Outcome:
     uid = review.uid
+    policy = s.class_policy.get(wc) if wc is not None else None
 
     def plain(why: str = "", model: str | None = None, gpus: float = 0) -> Outcome:
         """Admitted with no policy involved (and, when `why` is given, a warning saying it)."""
@@ -192,8 +238,9 @@ def decide(
     en = s.enforcer
     state, age = table_state(table, now, en.max_table_age_s)
     if state != "fresh":
-        if mutate:  # the validating call says so (and denies, with failure mode deny)
-            return plain(model=a.model, gpus=asked)
+        if mutate:  # the validating call says so (and denies, with failure mode deny); a class's own priority
+            # class is the config's, not the table's: it is still set
+            return _priority(review, None, s, tenant, a.model, asked, wc, policy)
         why = (
             "gpuledger has no decision table yet"
             if age is None
@@ -214,13 +261,14 @@ def decide(
         msg = f"{why}: admitted unchecked"
         return Outcome(allow(uid, [msg]), "warn", "stale-table", "warn", msg, tenant, a.model, asked)
     if mutate:
-        return _fair_share(review, table, s, tenant, a.model, asked)
+        return _priority(review, table, s, tenant, a.model, asked, wc, policy)
     now_s = now.timestamp()
     verdicts = []
     for model in ([a.model] if a.model else []) + [None]:
         row = table.row(tenant, model)
         held_recent = recent.gpus(now_s, tenant, model)
-        verdicts.append(policies.quota(row, asked, held_recent, what, s.modes["quota"]))
+        v = policies.quota(row, asked, held_recent, what, s.modes["quota"])
+        verdicts.append(policies.may_exceed(v, wc) if policy is not None and policy.may_exceed_quota else v)
         if model is None:
             verdicts.append(policies.budget(row, asked, what, s.modes["budget"], en.budget_warn_pct))
             verdicts.append(
@@ -233,13 +281,14 @@ def decide(
                     s.modes["idle-hog"],
                     en.idle_max_gpus,
                     s.idle_min_s,
+                    s.idle_after_s,
                 )
             )
     verdicts = [v for v in verdicts if v is not None]
     denials = [v for v in verdicts if v.breach and v.mode == "enforce"]
     warned = [v for v in verdicts if (v.breach and v.mode == "warn") or v.warning]
     warnings = [v.message for v in warned]
-    dry = [v for v in verdicts if v.breach and v.mode == "dry-run"]
+    dry = [v for v in verdicts if (v.breach or v.exempt) and v.mode == "dry-run"]
     if denials:
         first = denials[0]
         return Outcome(
@@ -267,18 +316,36 @@ def decide(
     )
 
 
-def _fair_share(review: Review, table: Table, s: Settings, tenant: str, model: str | None, asked: float) -> Outcome:
-    """/mutate: enforce sets the tenant's priority class, warn says which class it would set, dry-run records it in
-    the audit only. Kinds without a template to patch (a bare Pod) get nothing."""
-    row = table.row(tenant, None)
-    cls = policies.priority_class(row.fairshare if row else None, s.priority_classes)
+def _priority(
+    review: Review,
+    table: Table | None,
+    s: Settings,
+    tenant: str,
+    model: str | None,
+    asked: float,
+    wc: str | None,
+    policy: ClassPolicy | None,
+) -> Outcome:
+    """/mutate: the workload class's PriorityClass when its [class_policy] names one, else the tenant's fair-share
+    tier (`table` None: the table is stale or missing, and only a class's own is set). Both under the fair-share
+    mode, the one switch for whether the webhook changes priorities: enforce sets it, warn says which it would set,
+    dry-run records it in the audit only. Kinds without a template to patch (a bare Pod) get nothing."""
+    row = table.row(tenant, None) if table is not None else None
+    fairshare = row.fairshare if row else None
+    cls, source = policies.choose_priority(policy.priority_class if policy else None, fairshare, s.priority_classes)
     ops = policies.priority_patch(review.kind, review.obj, cls) if cls else []
     if not ops:
         return Outcome(allow(review.uid), "allow", None, None, "", tenant, model, asked)  # nothing to set
     mode = s.modes["fair-share"]
-    msg = (
-        f"tenant {tenant}'s fair-share factor is {row.fairshare:.2f}: this {review.kind} "
-        f"{'gets' if mode == 'enforce' else 'would get'} priority class {cls}"
-    )
+    verb = "gets" if mode == "enforce" else "would get"
+    if source == "class":
+        msg = f"workload class {wc}: this {review.kind} {verb} priority class {cls}"
+        tier = policies.priority_class(fairshare, s.priority_classes)
+        if tier and tier != cls:
+            msg += f" (not tenant {tenant}'s fair-share {tier})"
+        audited = "class-priority"
+    else:
+        msg = f"tenant {tenant}'s fair-share factor is {fairshare:.2f}: this {review.kind} {verb} priority class {cls}"
+        audited = "fair-share"
     response = allow(review.uid, [msg] if mode == "warn" else (), ops if mode == "enforce" else None)
-    return Outcome(response, "warn" if mode == "warn" else "allow", "fair-share", mode, msg, tenant, model, asked)
+    return Outcome(response, "warn" if mode == "warn" else "allow", audited, mode, msg, tenant, model, asked)

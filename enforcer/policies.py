@@ -9,6 +9,7 @@ reads in `kubectl`'s output: "tenant vision uses 14 of 16 NVIDIA H100 80GB HBM3 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MODES = ("enforce", "warn", "dry-run")
@@ -38,6 +39,7 @@ class Verdict:
     breach: bool  # the policy's rule is broken (deny in enforce mode)
     message: str
     warning: bool = False  # a notice short of a breach (budget at 80%), sent as a warning in every mode
+    exempt: bool = False  # a breach the workload's class may make (may_exceed_quota): admitted, and noted
 
 
 def quota(row: TenantRow | None, asked: float, recent: float, what: str, mode: str) -> Verdict | None:
@@ -55,6 +57,18 @@ def quota(row: TenantRow | None, asked: float, recent: float, what: str, mode: s
         f"tenant {row.tenant} uses {_n(held)} of {_n(row.quota_gpus)} {model} GPUs; this {what} asks {_n(asked)} "
         f"(quota exceeded by {_n(held + asked - row.quota_gpus)})",
     )
+
+
+def may_exceed(v: Verdict | None, workload_class: str) -> Verdict | None:
+    """A quota breach by a workload whose class may exceed quota ([class_policy.<class>] may_exceed_quota): admitted,
+    with the breach's message and the class that excuses it. A warning in enforce and warn modes; in dry-run mode
+    the audit notes it, as it notes every dry-run breach, and the user sees nothing. The GPUs still count: the
+    admission is recorded in the burst window and the analytics count what it holds, so the next workload of
+    another class meets the quota with them."""
+    if v is None or not v.breach:
+        return v
+    msg = f"{v.message}; admitted: class {workload_class} may exceed quota"
+    return Verdict(v.policy, v.mode, False, msg, warning=v.mode != "dry-run", exempt=True)
 
 
 def budget(row: TenantRow | None, asked: float, what: str, mode: str, warn_at_pct: float = 80.0) -> Verdict | None:
@@ -94,6 +108,15 @@ class IdleHold:
     gpu_model: str | None
     share: float
     idle_since_s: float  # UTC epoch seconds
+    workload_class: str | None = None  # the job's class; None in rows the analytics wrote before the column
+
+
+def idle_after_s(hold: IdleHold, by_class, default_s: float) -> float | None:
+    """How long `hold` must have been idle to count against its tenant: its class's time (`by_class`: class ->
+    seconds, or None for a class whose idle GPUs never count), or `default_s` for a hold of no known class."""
+    if hold.workload_class in by_class:
+        return by_class[hold.workload_class]
+    return default_s
 
 
 def idle_hog(
@@ -105,28 +128,44 @@ def idle_hog(
     mode: str,
     max_idle_gpus: float,
     min_idle_s: float,
+    by_class: Mapping[str, float | None] | None = None,
 ) -> Verdict | None:
-    """A tenant holding more than `max_idle_gpus` allocated-but-idle GPUs, each idle for at least `min_idle_s`,
-    gets no new GPU workloads; the message names the idle pods, the most GPUs first, with how long each idled."""
+    """A tenant holding more than `max_idle_gpus` allocated-but-idle GPUs, each idle for at least its class's time
+    (`by_class`: class -> seconds, None for a class whose idle GPUs never count; `min_idle_s` for a hold of no known
+    class), gets no new GPU workloads; the message names the idle pods, the most GPUs first, with how long each
+    idled and, when known, its class."""
     if asked <= 0:
         return None
-    long_idle = [h for h in holds if now_s - h.idle_since_s >= min_idle_s]
+    by_class = by_class or {}
+    long_idle, limits = [], {}
+    for h in holds:
+        after = idle_after_s(h, by_class, min_idle_s)
+        if after is not None and now_s - h.idle_since_s >= after:
+            long_idle.append(h)
+            limits[h.workload_class] = after
     idle = sum(h.share for h in long_idle)
     if idle <= max_idle_gpus + 1e-9:
         return None
-    per_pod: dict[str, list[float]] = {}  # namespace/pod -> [GPUs, longest idle seconds]
+    per_pod: dict[str, list] = {}  # namespace/pod -> [GPUs, longest idle seconds, class]
     for h in long_idle:
-        p = per_pod.setdefault(f"{h.namespace}/{h.pod}", [0.0, 0.0])
+        p = per_pod.setdefault(f"{h.namespace}/{h.pod}", [0.0, 0.0, h.workload_class])
         p[0] += h.share
         p[1] = max(p[1], now_s - h.idle_since_s)
     top = sorted(per_pod.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-    named = ", ".join(f"{pod} ({_n(g)} GPU{'s' if g != 1 else ''}, {_hours(s)})" for pod, (g, s) in top[:3])
+    named = ", ".join(
+        f"{pod} ({f'{c}, ' if c else ''}{_n(g)} GPU{'s' if g != 1 else ''}, {_hours(s)})" for pod, (g, s, c) in top[:3]
+    )
     more = f" and {len(top) - 3} more" if len(top) > 3 else ""
+    if len(set(limits.values())) == 1:  # one time for all (a single class, or none known): said once
+        since = f"idle for {_hours(next(iter(limits.values())))} or more"
+    else:  # each by its class's: "notebook 1 h, training 2 h" (a hold of no known class: "unclassed")
+        each = sorted(limits.items(), key=lambda kv: (kv[1], kv[0] or "~"))
+        since = "idle past their class's time (" + ", ".join(f"{c or 'unclassed'} {_hours(t)}" for c, t in each) + ")"
     return Verdict(
         "idle-hog",
         mode,
         True,
-        f"tenant {tenant} holds {_n(idle)} GPUs idle for {_hours(min_idle_s)} or more (limit {_n(max_idle_gpus)}): "
+        f"tenant {tenant} holds {_n(idle)} GPUs {since} (limit {_n(max_idle_gpus)}): "
         f"{named}{more}; free them before this {what} asks {_n(asked)} more",
     )
 
@@ -145,6 +184,19 @@ def priority_class(fairshare: float | None, classes: tuple[tuple[float, str], ..
         if fairshare >= threshold:
             return name
     return classes[-1][1] if classes else None
+
+
+def choose_priority(
+    class_priority: str | None, fairshare: float | None, tiers: tuple[tuple[float, str], ...]
+) -> tuple[str | None, str | None]:
+    """(the PriorityClass to set, its source: "class" or "fair-share"). The workload class's own PriorityClass
+    ([class_policy.<class>] priority_class) outranks the tenant's fair-share tier: it says what kind of work this is
+    (a serving replica that must not wait behind batch), where fair share ranks tenants; Kubernetes takes one
+    PriorityClass per pod, so one of the two is set (docs/workload-classes.md)."""
+    if class_priority:
+        return class_priority, "class"
+    tier = priority_class(fairshare, tiers)
+    return (tier, "fair-share") if tier else (None, None)
 
 
 def priority_patch(kind: str, obj: dict, cls: str) -> list[dict]:

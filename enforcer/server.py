@@ -162,6 +162,7 @@ class Webhook:
                     "policy_version": self.settings.enforcer.policy_version,
                     "dry_run": r.dry_run,
                     "latency_s": latency,
+                    "workload_class": o.workload_class,
                 }
             )
         except Exception:

@@ -72,6 +72,7 @@ def load_table(lake: LakeRef, cluster: str) -> Table | None:
                     h["gpu_model"],
                     h["share"] or 0.0,
                     h["idle_since"].timestamp(),
+                    h.get("workload_class"),  # null in rows from before the column (the gate's idle_min_h then)
                 )
             )
     return Table(rows, at, {t: tuple(v) for t, v in idle.items()})

@@ -257,6 +257,12 @@ ADMISSION_DECISIONS = Table(
         _c("policy_version", pl.String, "version of the decision table / policy"),
         _c("dry_run", pl.Boolean, "the request was a dryRun"),
         _c("latency_s", pl.Float64, "time to answer"),
+        _c(
+            "workload_class",
+            pl.String,
+            "the object's workload class (" + ", ".join(WORKLOAD_CLASSES) + "); null in rows written before it",
+            late=True,
+        ),
         _DATE,
     ),
 )
@@ -562,6 +568,12 @@ IDLE_HOLDS = Table(
         _c("share", pl.Float64, "share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)"),
         _c("idle_since", UTC_US, "start of the unbroken run of idle hours up to the last complete hour, UTC", False),
         _c("idle_s", pl.Float64, "seconds idle from idle_since to the end of the last complete hour"),
+        _c(
+            "workload_class",
+            pl.String,
+            "the job's class (jobs.workload_class); null for a job of none, and in rows written before it",
+            late=True,
+        ),
         _DATE,
     ),
 )

@@ -21,6 +21,8 @@ SELECT
     CAST(policy_version AS VARCHAR) AS policy_version,       -- VARCHAR: version of the decision table / policy
     CAST(dry_run AS BOOLEAN) AS dry_run,                     -- BOOLEAN: the request was a dryRun
     CAST(latency_s AS DOUBLE) AS latency_s,                  -- DOUBLE: time to answer
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: the object's workload class (training, inference, notebook, evaluation, other); null in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/admission_decisions/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/admission_decisions/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false);

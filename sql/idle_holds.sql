@@ -16,6 +16,8 @@ SELECT
     CAST(share AS DOUBLE) AS share,                          -- DOUBLE: share of that GPU held (1.0 whole, 0.5 half, 1/7 a 1g MIG slice)
     CAST(idle_since AS TIMESTAMP WITH TIME ZONE) AS idle_since, -- TIMESTAMP WITH TIME ZONE: start of the unbroken run of idle hours up to the last complete hour, UTC
     CAST(idle_s AS DOUBLE) AS idle_s,                        -- DOUBLE: seconds idle from idle_since to the end of the last complete hour
+    CAST(workload_class AS VARCHAR) AS workload_class,       -- VARCHAR: the job's class (jobs.workload_class); null for a job of none, and in rows written before it
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/idle_holds/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/idle_holds/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS workload_class WHERE false);

@@ -63,9 +63,10 @@ def test_a_job_over_quota_is_denied_with_the_numbers_and_a_small_pod_admitted(cl
     lines = r.output.splitlines()
     assert lines[0] == (
         f"Job vision-train/train-big: DENIED (quota, enforce): tenant vision uses {held:g} of 40 {H100} GPUs; "
-        f"this Job asks 64 (quota exceeded by {held + 64 - 40:g})  [tenant vision, 64 GPUs]"
+        f"this Job asks 64 (quota exceeded by {held + 64 - 40:g})  [tenant vision, 64 GPUs, class training]"
     )
-    assert lines[1] == "Pod research/nb: admitted  [tenant research, 1 GPU]"
+    # a bare pod that does not restart (restartPolicy Never) is a batch run: training
+    assert lines[1] == "Pod research/nb: admitted  [tenant research, 1 GPU, class training]"
     assert all_keys(analysed_store) == before
 
 

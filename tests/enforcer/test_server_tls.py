@@ -222,12 +222,16 @@ def test_load_table_reads_the_analytics_decisions(analysed_store):
     }
     with Lake(analysed_store) as lake:
         sql = lake.execute(
-            "SELECT tenant, namespace, pod, share, epoch_us(idle_since) FROM idle_holds ORDER BY ALL"
+            "SELECT tenant, namespace, pod, share, epoch_us(idle_since), workload_class FROM idle_holds ORDER BY ALL"
         ).rows
     got = sorted(
-        (tn, h.namespace, h.pod, h.share, round(h.idle_since_s * 1e6)) for tn, hs in t.idle.items() for h in hs
+        (tn, h.namespace, h.pod, h.share, round(h.idle_since_s * 1e6), h.workload_class)
+        for tn, hs in t.idle.items()
+        for h in hs
     )
     assert sql and got == [tuple(r) for r in sql]
+    # each hold carries its job's class (the simulator's jobs have one), for the idle-hog gate's per-class times
+    assert all(h.workload_class is not None for hs in t.idle.values() for h in hs)
 
 
 def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
@@ -251,6 +255,7 @@ def test_load_table_ignores_idle_holds_of_an_older_run(tmp_path):
     )
     t = load_table(tmp_path, "c")
     assert [(h.pod, h.idle_since_s) for h in t.idle["vision"]] == [("p", (at - dt.timedelta(hours=3)).timestamp())]
+    assert t.idle["vision"][0].workload_class is None  # written without the column (an old lake): null
     # A reload between the analytics' two writes sees the next run's holds beside this run's decisions: newer, kept.
     nxt = at + dt.timedelta(minutes=5)
     w.write(
