@@ -1,10 +1,10 @@
 """`gpuledger enforcer check`: what the webhook would answer for workloads in a file, without a cluster.
 
-The objects (a YAML or JSON stream: Pods, Jobs, JobSets, Ray and Kueue kinds; any other kind is given its workload
-class and asks for nothing) are wrapped in the AdmissionReview a CREATE would carry and decided by the same pure
-`decide` the server runs, against the decision table in the lake: a platform engineer can try a policy change, or a
-user a manifest, before either reaches the API server. Each line names the workload class the object was given.
-Nothing is counted or audited.
+The objects (a YAML or JSON stream: Pods, Jobs, JobSets, Ray and Kueue kinds; any other kind is given its
+workload class and asks for nothing; a recorded AdmissionReview stands for the object it carries) are wrapped in the
+AdmissionReview a CREATE would carry and decided by the same pure `decide` the server runs, against the decision
+table in the lake: a platform engineer can try a policy change, or a user a manifest, before either reaches the API
+server. Each line names the workload class the object was given. Nothing is counted or audited.
 """
 
 from __future__ import annotations
@@ -38,14 +38,27 @@ class Checked:
     mutate: Outcome
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it: an unquoted time (`creationTimestamp: 2024-04-18T18:43:12Z`, as `kubectl get -o
+    yaml` prints it) stays the string the API server would send, not a datetime that JSON cannot carry."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def objects(text: str, source: str) -> list[dict]:
     """The Kubernetes objects of a YAML (or JSON) stream; a clear error naming the document that is not one."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as e:
         raise UsageError(f"{source}: not YAML or JSON: {e}") from None
     out = []
     for i, d in enumerate(docs):
+        if isinstance(d, dict) and d.get("kind") == "AdmissionReview":
+            d = _reviewed(d, source, i)
         items = d.get("items") if isinstance(d, dict) and str(d.get("kind", "")).endswith("List") else [d]
         for obj in items if isinstance(items, list) else [items]:
             if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
@@ -54,6 +67,25 @@ def objects(text: str, source: str) -> list[dict]:
     if not out:
         raise UsageError(f"{source}: no Kubernetes object in it")
     return out
+
+
+def _reviewed(doc: dict, source: str, i: int) -> dict:
+    """The object a recorded AdmissionReview carries (what the API server sent a webhook), in the review's namespace
+    when its metadata names none (a new object's often does not), of the review's kind when it says none."""
+    req = doc.get("request")
+    obj = req.get("object") if isinstance(req, dict) else None
+    if not isinstance(obj, dict):
+        raise UsageError(f"{source}: document {i + 1} is an AdmissionReview without a request.object")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    ns = req.get("namespace")
+    if not meta.get("namespace") and isinstance(ns, str) and ns:
+        obj = {**obj, "metadata": {**meta, "namespace": ns}}
+    gvk = req.get("kind")
+    if not isinstance(obj.get("kind"), str) and isinstance(gvk, dict) and isinstance(gvk.get("kind"), str):
+        # an object without its type (OPA's recorded review): the request's kind says it
+        group, version = gvk.get("group") or "", gvk.get("version") or "v1"
+        obj = {**obj, "kind": gvk["kind"], "apiVersion": f"{group}/{version}" if group else version}
+    return obj
 
 
 def check(
