@@ -11,17 +11,19 @@ import socket
 import ssl
 import threading
 import time
+from dataclasses import replace
 
 import httpx
 import polars as pl
 import pytest
 import uvicorn
 
-from gpuledger.config import EnforcerConfig
+from gpuledger.config import DEFAULT_CLASS_POLICIES, EnforcerConfig
 from gpuledger.enforcer import certs
 from gpuledger.enforcer.connections import server_config
 from gpuledger.enforcer.decide import Settings, Table
 from gpuledger.enforcer.policies import IdleHold, TenantRow
+from gpuledger.enforcer.review import fit_warnings
 from gpuledger.enforcer.server import Webhook, create_app
 from gpuledger.enforcer.store import AuditWriter, load_table
 from gpuledger.lake import LakeWriter, frame_from_rows, scan
@@ -484,3 +486,45 @@ def test_readiness_with_failure_mode_deny_and_before_the_namespaces_are_listed(s
     hook.namespaces = NotListed()
     r = client.get("/readyz")
     assert r.status_code == 503 and r.text == "namespace labels not listed yet"
+
+
+def test_class_policies_through_the_served_endpoints_and_in_the_audit(served):
+    """Serving may exceed quota and has its own PriorityClass; a notebook after it meets the quota with serving's
+    GPUs counted; each decision's class is in admission_decisions."""
+    hook, client, lake, _ = served
+    inference = replace(DEFAULT_CLASS_POLICIES["inference"], may_exceed_quota=True, priority_class="serving-critical")
+    policy = DEFAULT_CLASS_POLICIES | {"inference": inference}
+    hook.settings = Settings({"vision-train": "vision"}, class_policy=policy)
+    hook.set_table(table(quota=16, allocated=10))
+    serve = gpu_review("8", uid="u-serve")
+    serve["request"]["object"]["metadata"]["labels"] = {"gpuledger.io/class": "inference"}
+    r = client.post("/validate", json=serve).json()["response"]
+    over = f"tenant vision uses 10 of 16 {H100} GPUs; this Pod asks 8 (quota exceeded by 2)"
+    assert r["allowed"] is True and r["warnings"] == fit_warnings(
+        [f"{over}; admitted: class inference may exceed quota"]
+    )
+    # a Kubeflow notebook's pod (its controller's label): 10 held + 8 just admitted + 1 asked = 19 > 16
+    nb = gpu_review("1", uid="u-nb")
+    nb["request"]["object"]["metadata"]["labels"] = {"notebook-name": "nb"}
+    r = client.post("/validate", json=nb).json()["response"]
+    assert r["allowed"] is False
+    assert r["status"]["message"] == f"tenant vision uses 18 of 16 {H100} GPUs; this Pod asks 1 (quota exceeded by 3)"
+    job = job_review("1", uid="u-job")
+    job["request"]["object"]["metadata"]["labels"]["gpuledger.io/class"] = "inference"
+    r = client.post("/mutate", json=job).json()["response"]
+    assert json.loads(base64.b64decode(r["patch"])) == [
+        {"op": "add", "path": "/metadata/labels/kueue.x-k8s.io~1priority-class", "value": "serving-critical"},
+        {"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "serving-critical"},
+    ]
+    client.post("/validate", json=RAW)  # the recorded pod: no GPUs, restartPolicy Always, no owner: other
+    hook.audit.flush()
+    with Lake(lake) as q:
+        rows = q.execute("SELECT uid, decision, policy, mode, workload_class FROM admission_decisions").rows
+    assert sorted(rows) == sorted(
+        [
+            ("u-serve", "warn", "quota", "enforce", "inference"),
+            ("u-nb", "deny", "quota", "enforce", "notebook"),
+            ("u-job", "allow", "class-priority", "enforce", "inference"),
+            (RAW["request"]["uid"], "allow", None, None, "other"),
+        ]
+    )
