@@ -441,14 +441,21 @@ class EnforcerConfig:
     idle_hog_mode: str = key("warn", _MODE.format("idle-hog"), choices=ENFORCER_MODES)
     fair_share_mode: str = key(
         "enforce",
-        "fair share: /mutate sets the priority class (enforce), says it (warn) or only records it (dry-run)",
+        "fair share and class priority: /mutate sets the priority class (enforce), says it (warn) or only records it "
+        "(dry-run)",
         choices=ENFORCER_MODES,
     )
     budget_warn_pct: float = key(
         80.0, "warn when a tenant has spent this share of a monthly budget", unit="%", gt=0, le=100
     )
     idle_max_gpus: float = key(4.0, "a tenant holding more allocated-but-idle GPUs than this...", unit="GPUs", ge=0)
-    idle_min_h: float = key(2.0, "...each idle for at least this long, is gated (idle-hog)", unit="h", ge=0)
+    idle_min_h: float = key(
+        2.0,
+        "...each idle for at least this long, is gated (idle-hog); for a job of no known class: a class's own time is "
+        "its class_policy idle_after_h",
+        unit="h",
+        ge=0,
+    )
     tenant_label: str = key(
         TENANT_LABEL,
         "a namespace's tenant when no tenants[].namespaces names it (watched); empty = the config's map only",
