@@ -107,8 +107,7 @@ def _idle_holds(lake: LakeRef, plan: Plan, cfg: Config) -> pl.LazyFrame:
     first = held.select(pl.col("start").min()).collect().item()
     hourly = scan(lake, "gpu_hourly")
     hourly = hourly.clear() if first is None else hourly.filter(pl.col("date") >= first.date())
-    classes = plan.rows.lazy().select("cluster", "job_id", "workload_class")  # every open job's newest row is loaded
-    return idle_holds(held, hourly, cfg.analytics.waste_threshold_pct, now, classes)
+    return idle_holds(held, hourly, cfg.analytics.waste_threshold_pct, now)
 
 
 def _decisions(lake: LakeRef, done: JobTables, cfg: Config) -> pl.LazyFrame:

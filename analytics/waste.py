@@ -92,19 +92,19 @@ def top_offenders(idle_hours: pl.LazyFrame, n: int = 10) -> pl.LazyFrame:
     )
 
 
-def idle_holds(
-    open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: float, now, classes: pl.LazyFrame | None = None
-) -> pl.LazyFrame:
+def idle_holds(open_allocs: pl.LazyFrame, hourly: pl.LazyFrame, threshold_pct: float, now) -> pl.LazyFrame:
     """Each GPU an open job holds that is idle now, with since when: what the enforcer's idle-hog gate reads.
 
-    `classes` (cluster, job_id, workload_class), the jobs' newest rows, gives each hold its job's class: the gate
-    counts a hold once it has idled its class's time (none when not given: the column is null).
+    Each hold carries its job's workload class (the allocation's): the gate counts a hold once it has idled its
+    class's time. Intervals built without a class (tests, imports) give null.
 
     Idle now: the last complete hour was below `threshold_pct`, and the hour in progress is not above it (a job
     that woke up ten minutes ago is not hogging). `idle_since` starts the unbroken run of idle hours that ends at
     the last complete hour, no earlier than the allocation; an hour without telemetry breaks the run, as it is
     no evidence of idleness. Hour-grained, like the waste rule: T in the enforcer is measured in these hours.
     """
+    if "workload_class" not in open_allocs.collect_schema().names():
+        open_allocs = open_allocs.with_columns(pl.lit(None, pl.String).alias("workload_class"))
     now_lit = pl.lit(now).dt.cast_time_unit("us")
     last = now_lit.dt.truncate("1h") - pl.duration(hours=1)
     h = idle_allocated(open_allocs, hourly, threshold_pct, 1)
@@ -123,16 +123,14 @@ def idle_holds(
         .agg(
             pl.col("hour").max().alias("_last"),
             pl.max_horizontal(pl.col("hour").min(), pl.col("start").min()).alias("idle_since"),
-            *(pl.col(c).first() for c in ("tenant", "gpu_model", "namespace", "pod", "node", "share")),
+            *(
+                pl.col(c).first()
+                for c in ("tenant", "gpu_model", "namespace", "pod", "node", "share", "workload_class")
+            ),
         )
         .filter(pl.col("_last") == last)
         .join(busy_now, on=key, how="anti")
     )
-    if classes is None:
-        runs = runs.with_columns(pl.lit(None, pl.String).alias("workload_class"))
-    else:
-        classes = classes.select("cluster", "job_id", "workload_class").unique(["cluster", "job_id"], keep="last")
-        runs = runs.join(classes, on=["cluster", "job_id"], how="left")
     return runs.select(
         pl.lit(now).dt.cast_time_unit("us").alias("computed_at"),
         "cluster",

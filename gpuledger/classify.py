@@ -198,9 +198,11 @@ def classify_object(obj: Mapping, rules: Iterable[ClassRule] = (), namespace: st
     of one of those (its first item). `namespace`, when given, is the object's (an admission review says it where
     a new object's metadata may not)."""
     obj = _dict(obj)
-    if obj.get("kind") == "List":
+    while obj.get("kind") == "List":  # a loop, not a call per level: a List nested deep is no recursion error
         items = obj.get("items") if isinstance(obj.get("items"), list) else []
-        return classify_object(items[0], rules, namespace) if items else Verdict("other", "empty List")
+        if not items:
+            return Verdict("other", "empty List")
+        obj = _dict(items[0])
     meta = _dict(obj.get("metadata"))
     ns = namespace if namespace is not None else _str(meta.get("namespace"))
     labels = _labels(meta.get("labels"))

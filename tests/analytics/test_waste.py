@@ -94,28 +94,22 @@ def test_idle_holds_name_each_idle_gpu_and_since_when():
 
 
 def test_idle_holds_carry_their_jobs_class():
-    """The class of each hold is its job's newest row's (the jobs table's workload_class): the idle-hog gate counts a
-    notebook after 1 h, training after 2 h. A job whose row has no class (written before the column) reads null."""
+    """Each hold's class is its allocation's (the job's workload_class): the idle-hog gate counts a notebook after
+    1 h, training after 2 h. A job of no class (written before the column) reads null, and so do intervals built
+    without the column at all."""
     now = at(2, 14, 20)
     allocs = allocations(
-        allocation("NB", "vision", "G1", 1.0, at(2, 10), now, pod="nb"),
-        allocation("TR", "vision", "G2", 1.0, at(2, 10), now, pod="tr"),
-        allocation("OLD", "vision", "G3", 1.0, at(2, 10), now, pod="old"),
+        allocation("NB", "vision", "G1", 1.0, at(2, 10), now, pod="nb", workload_class="notebook"),
+        allocation("TR", "vision", "G2", 1.0, at(2, 10), now, pod="tr", workload_class="training"),
+        allocation("OLD", "vision", "G3", 1.0, at(2, 10), now, pod="old", workload_class=None),
     )
     hourly = _hourly([(g, at(2, h), 0.0) for g in ("G1", "G2", "G3") for h in (10, 11, 12, 13)])
-    classes = pl.LazyFrame(
-        {
-            "cluster": ["c", "c", "c", "c"],
-            "job_id": ["NB", "TR", "OLD", "GONE"],  # GONE: a job with no open allocation adds no hold
-            "workload_class": ["notebook", "training", None, "inference"],
-        }
-    )
-    got = idle_holds(allocs, hourly, 5.0, now, classes).collect()
+    got = idle_holds(allocs, hourly, 5.0, now).collect()
     assert dict(zip(got["job_id"], got["workload_class"], strict=True)) == {
         "NB": "notebook",
         "TR": "training",
         "OLD": None,
     }
     assert got.columns == schema.table("idle_holds").column_names[:-1]
-    # without the jobs' classes (a caller that has none), every hold's class is null
-    assert idle_holds(allocs, hourly, 5.0, now).collect()["workload_class"].null_count() == 3
+    unclassed = allocations(allocation("NB", "vision", "G1", 1.0, at(2, 10), now, pod="nb"))
+    assert idle_holds(unclassed, hourly, 5.0, now).collect()["workload_class"].to_list() == [None]

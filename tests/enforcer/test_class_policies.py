@@ -10,6 +10,7 @@ import tomllib
 import pytest
 
 from gpuledger import config
+from gpuledger.classify import classify_object
 from gpuledger.enforcer import policies
 from gpuledger.enforcer.decide import Recent, Settings, Table, decide
 from gpuledger.enforcer.policies import IdleHold, TenantRow, Verdict
@@ -232,6 +233,39 @@ def test_settings_read_the_class_policies():
 def test_each_kind_is_given_its_class(obj, expected):
     for mutate in (False, True):
         assert run(obj, mutate=mutate).workload_class == expected
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        # fields of the wrong type read as absent: labels a list, an ownerReference no object, a kind no string
+        ({"kind": "Pod", "metadata": {"labels": ["a"], "ownerReferences": [1, {"kind": 3}]}, "spec": []}, "other"),
+        # a label value that is no string is dropped (job-name would say training); a lone ownerReference not flagged
+        # controller is still read: StatefulSet, a building block, so the notebook-name label decides
+        (
+            {
+                "kind": "Pod",
+                "metadata": {
+                    "labels": {"notebook-name": "nb", "job-name": 7},
+                    "ownerReferences": [{"kind": "StatefulSet", "apiVersion": "apps/v1", "controller": "yes"}],
+                },
+            },
+            "notebook",
+        ),
+        ({"kind": "Workload", "apiVersion": "kueue.x-k8s.io/v1beta1", "spec": {"podSets": [5]}}, "other"),
+        ({"kind": "Job", "apiVersion": "batch/v1", "metadata": [], "spec": {"template": []}}, "training"),
+        ("not an object", "other"),
+    ],
+)
+def test_a_malformed_object_is_classed_never_raises(obj, expected):
+    assert classify_object(obj).workload_class == expected
+
+
+def test_a_list_nested_past_the_recursion_limit_is_its_first_item():
+    obj = {"kind": "Pod", "metadata": {"labels": {"gpuledger.io/class": "notebook"}}}
+    for _ in range(5000):
+        obj = {"kind": "List", "items": [obj]}
+    assert classify_object(obj).workload_class == "notebook"
 
 
 def test_a_review_without_an_object_has_no_class():
