@@ -6,6 +6,10 @@ usage * dt, i.e. each GPU-hour counts 2^(-age/T)); the factor is F = 2^(-U/S) wh
 all decayed usage and S its share of all weights. F = 1 for a tenant that used nothing, 0.5 for one that used
 exactly its share, towards 0 for one far over it.
 
+Grants (approved quota requests in force now, gpuledger/quota_requests.py) raise the quotas while they last, as
+`decisions` says: a grant of g GPUs of model M adds g to the quota of each row of a model M names, and g to the
+tenant's all-models row (its "*" quota), once; overlapping grants add up. A row with no quota stays without one.
+
 A quota key names GPU models by the rate card's rule (`gpuledger.config.match_model`: `H100` caps each model
 whose name has the word H100); a key that names no model of the lake is a config error, checked before the rows
 are built, so no quota is silently ignored.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -22,6 +27,7 @@ from gpuledger.analytics.day_memo import by_day
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Config, Tenant, check_quota_models, match_model
 from gpuledger.lake import has_data
+from gpuledger.quota_requests import Grant
 from gpuledger.store import LakeRef
 
 ANY = "*"
@@ -104,12 +110,21 @@ def decisions(
     tenants: tuple[Tenant, ...],
     now: dt.datetime,
     models: list[str],
+    grants: Sequence[Grant] = (),
 ) -> pl.DataFrame:
-    """One row per (tenant, gpu_model) the tenant holds or has a quota for, named as the lake names the model.
+    """One row per (tenant, gpu_model) the tenant holds, has a quota for or is granted more of, named as the lake
+    names the model.
 
     allocs_now: (tenant, gpu_model, share) of open allocations; spent_month: (tenant, usd, gpu_h) this month;
     usage: (tenant, usage_decayed); idle_now: (tenant, gpu_model, idle_gpus); models: the lake's GPU models
-    (`known_models`), which the quota keys are resolved against.
+    (`known_models`), which the quota keys and the grants' models are resolved against; grants: those in force now.
+
+    A grant of g GPUs of M raises, while in force, the quota of each model row M names (whether the row's quota is
+    the model's own key or "*") and the all-models row, by g; the latter once per grant, however many models M
+    names, and only when M names a model here. The webhook checks the model row and the all-models row, so the g
+    GPUs are usable on M, and on the total: g more of M is g more in all. A model capped by "*" alone may use that
+    raised total while M's grant is not in use; a model with its own key never goes past it (docs/governance.md).
+    A row with no quota (no key, no "*") stays without one: nothing to raise.
     """
     held = allocs_now.group_by("tenant", "gpu_model").agg(exact_sum(pl.col("share")).alias("allocated_gpus"))
     hold = {(r["tenant"], r["gpu_model"]): r["allocated_gpus"] for r in held.iter_rows(named=True)}
@@ -126,16 +141,27 @@ def decisions(
         # The quota key of each model (None: only "*" applies), by the rate card's rule.
         keys = [k for k in t.quota if k != ANY]
         key_of = {m: match_model(m, keys) for m in {*models, *held_by} if m}
-        # Rows: each model it holds or has its own quota for, and one all-models row (gpu_model null).
-        rows_for = sorted({m for m in held_by if m} | {m for m, k in key_of.items() if k}) + [None]
+        # The grants in force, each on the models it names (by the quota keys' rule) and, once, on the total.
+        mine = [g for g in grants if g.tenant == t.name]
+        named = [(g, [m for m in key_of if match_model(m, [g.gpu_model])]) for g in mine]
+        granted = {m: math.fsum(g.gpus for g, ms in named if m in ms) for m in key_of}
+        granted_total = math.fsum(g.gpus for g, ms in named if ms)
+        capped = {m for m, k in key_of.items() if k or ANY in t.quota}
+        # Rows: each model it holds, has its own quota for or a grant on, and one all-models row (gpu_model null).
+        extra = {m for m, g in granted.items() if g and m in capped}
+        rows_for = sorted({m for m in held_by if m} | {m for m, k in key_of.items() if k} | extra) + [None]
         for model in rows_for:
             key = key_of.get(model) if model else None
             if model is None:
                 allocated, quota, cap_on = total, t.quota.get(ANY), total
+                more = granted_total
             else:
                 allocated = held_by.get(model, 0.0)
                 quota = t.quota[key] if key else t.quota.get(ANY)
                 cap_on = allocated if key else total  # a "*" quota caps all models together
+                more = granted.get(model, 0.0)
+            if quota is not None:
+                quota = float(quota) + more
             budget = t.budget_usd_per_month
             used = spent.get(t.name, 0.0)
             rows.append(

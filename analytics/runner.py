@@ -40,6 +40,7 @@ from gpuledger.config import Config, check_quota_models, defaults
 from gpuledger.errors import GpuledgerError
 from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, read_file, scan, scan_files
 from gpuledger.lake_check import checked_stamps
+from gpuledger.quota_requests import active_grants
 from gpuledger.store import LakeRef, open_store
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,9 @@ def _decisions(lake: LakeRef, done: JobTables, cfg: Config) -> pl.LazyFrame:
         .collect()
     )
     known = {t.name for t in tenants}
+    # Approved quota requests in force at this run's `now` (each run recomputes the decisions, so a grant approved
+    # since the last run applies from this one, and one whose `valid_until` passed no longer does).
+    grants = active_grants(lake, now)
     models = models_by_cluster(lake)
     # A quota key naming no GPU model of any cluster is a ConfigError here (as `checked_models` says it).
     check_quota_models(cfg, sorted(set().union(*models.values())))
@@ -158,6 +162,7 @@ def _decisions(lake: LakeRef, done: JobTables, cfg: Config) -> pl.LazyFrame:
             tenants,
             now,
             models.get(c, []),
+            [g for g in grants if g.cluster == c],
         )
         if d.height:
             out.append(d.with_columns(pl.lit(c).alias("cluster")))

@@ -724,6 +724,82 @@ def quota() -> None:
     """Quota requests and their approvals, and the Kueue objects of the tenants' quotas (docs/governance.md)."""
 
 
+# Not click's `required`, ranges or types: a value missing or wrong is one line and exit 1 (QuotaError), as every
+# other bad input, not click's usage text and exit 2: an approval bot reads one outcome per exit status.
+@quota.command(name="request")
+@click.option("--tenant", default=None, help="The tenant whose quota to raise.")
+@click.option(
+    "--model",
+    default=None,
+    help="The GPU model, named as a quota key names it (H100: each model with that word).",
+)
+@click.option("--gpus", default=None, help="GPUs more, on top of the tenant's quota for that model (> 0).")
+@click.option("--from", "from_", default=None, metavar="DAY|TIME", help="From this UTC day (its start) or time.")
+@click.option("--until", default=None, metavar="DAY|TIME", help="Until this UTC day (its end, included) or time.")
+@click.option("--reason", default=None, help="Why the tenant needs them (kept with the request).")
+@common
+def quota_request(ctx: Ctx, tenant, model, gpus, from_, until, reason) -> None:
+    """Ask for GPUs more of one model for a while; prints the request's id. The requester is $GPULEDGER_USER, else
+    the login name. It takes effect once someone else approves it (`gpuledger quota approve ID --by NAME`)."""
+    from gpuledger import quota_requests as qr
+    from gpuledger.analytics.decisions import known_models
+
+    with ctx.lake.reading():
+        models = known_models(ctx.lake, read_only=True)
+    who = qr.requester()
+    request_id = qr.request(ctx.lake, ctx.cfg, models, tenant, model, gpus, from_, until, reason, who)
+    click.echo(request_id)
+    click.echo(f"requested by {who}; `gpuledger quota approve {request_id} --by NAME` grants it", err=True)
+
+
+def _decide(ctx: Ctx, request_id: str, action: str, by, note) -> None:
+    from gpuledger import quota_requests as qr
+
+    row = qr.decide(ctx.lake, request_id, action, by, note)
+    word = {"approve": "approved", "reject": "rejected"}[action]
+    click.echo(f"{word} {request_id} ({qr.describe(row)}), now {row['state']}")
+    if row["state"] in ("active", "approved"):
+        click.echo("the webhook applies it from the next analytics run (`gpuledger analyze`, or `up`'s)", err=True)
+
+
+@quota.command(name="approve")
+@click.argument("request_id", metavar="ID")
+@click.option("--by", default=None, help="Who approves (not the requester).")
+@click.option("--note", default=None, help="Why (kept with the approval).")
+@common
+def quota_approve(ctx: Ctx, request_id, by, note) -> None:
+    """Approve request ID: the tenant's quota for its model rises by its GPUs between its dates. Exit 1 with one
+    line when it is unknown, expired, decided already (by whom, when) or BY's own request."""
+    _decide(ctx, request_id, "approve", by, note)
+
+
+@quota.command(name="reject")
+@click.argument("request_id", metavar="ID")
+@click.option("--by", default=None, help="Who rejects (the requester may: it withdraws the request).")
+@click.option("--note", default=None, help="Why (kept with the rejection).")
+@common
+def quota_reject(ctx: Ctx, request_id, by, note) -> None:
+    """Reject request ID. Exit 1 with one line when it is unknown, expired or decided already (by whom, when)."""
+    _decide(ctx, request_id, "reject", by, note)
+
+
+@quota.command(name="list")
+@click.option("--pending", is_flag=True, help="Only the requests waiting for a decision.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@common
+def quota_list(ctx: Ctx, pending, fmt) -> None:
+    """Every quota request and its state now: pending, approved (from a later day), active, rejected or expired,
+    with who asked, who decided, when and why (the quota_requests view)."""
+    import polars as pl
+
+    from gpuledger import quota_requests as qr
+
+    rows = qr.states(ctx.lake)
+    if pending:
+        rows = rows.filter(pl.col("state") == "pending")
+    _print_frame(rows, fmt)
+
+
 @quota.command(name="kueue")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here [stdout].")
 @click.option("--at", default=None, help="Count the quota grants active at this UTC time (ISO-8601) [now].")
@@ -770,6 +846,7 @@ def quota_kueue(
     from gpuledger.analytics.models import read_models_by_cluster
     from gpuledger.atomic import write_bytes_atomic
     from gpuledger.kueue_export import KueueOptions, dump, kueue_objects
+    from gpuledger.quota_requests import active_grants
 
     values = {}
     for item in node_labels:
@@ -797,7 +874,7 @@ def quota_kueue(
         label_values=values,
         tenants=tenants,
     )
-    objs = kueue_objects(ctx.cfg, models, _active_grants(ctx.lake, now), now, options)
+    objs = kueue_objects(ctx.cfg, models, active_grants(ctx.lake, now, cluster), now, options)
     header = f"gpuledger quota kueue: cluster {ctx.cfg.cluster}, grants as of {now:%Y-%m-%dT%H:%M:%SZ}"
     text = dump(objs, header)
     if out is None:
@@ -810,18 +887,6 @@ def quota_kueue(
         f"{kinds.count('LocalQueue')} LocalQueue(s) to {out}",
         err=True,
     )
-
-
-def _active_grants(lake: Store, at: dt.datetime) -> list:
-    """The quota grants in force at `at` (gpuledger.quota_requests), none where that module is not installed yet:
-    it arrives with the quota requests of issue 25, and this guard goes once both are merged."""
-    try:
-        from gpuledger.quota_requests import active_grants
-    except ModuleNotFoundError as e:
-        if e.name != "gpuledger.quota_requests":
-            raise
-        return []
-    return list(active_grants(lake, at))
 
 
 # -- enforcer ------------------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ class Table:
     grain: str
     time_column: str
     columns: tuple[Column, ...]
+    # Whether `gpuledger compact` merges a closed day's files. quota_events' file names are claims (a request's
+    # decision is the file named after it, created if absent, so of two racing approvers one wins): a merge would
+    # free the name.
+    compact: bool = True
     # Class attributes, not fields: every table is partitioned the same way.
     path_columns = PARTITION_COLUMNS
     file_glob = "date=*/*.parquet"
@@ -329,6 +333,40 @@ GPU_FIELDS = Table(
         _c("source", pl.String, "collector source", False),
         _DATE,
     ),
+)
+
+# A request's steps, written by `gpuledger quota request|approve|reject` (gpuledger/quota_requests.py). Partitioned by
+# the request's time, not the step's: every step of a request lives in its day's folder, so its decision's file name
+# (`part-<request_id>-decision.parquet`) is known before anyone writes it, and the first to create it wins.
+QUOTA_EVENT_ACTIONS = ("request", "approve", "reject")
+
+QUOTA_EVENTS = Table(
+    "quota_events",
+    "one step of one quota request: the request, then its approval or rejection (append-only, a file per step)",
+    "requested_at",
+    (
+        _c("requested_at", UTC_US, "when the request was made, UTC (the same on every step of it)", False),
+        _CLUSTER,
+        _c("ts", UTC_US, "when this step was taken, UTC", False),
+        _c("event_id", pl.String, "this step: <request_id>-request or <request_id>-decision", False),
+        _c("request_id", pl.String, "the request it belongs to", False),
+        _c("action", pl.String, ", ".join(QUOTA_EVENT_ACTIONS), False),
+        # Not `by`: DuckDB's parser takes it for the keyword wherever it stands, and every query would quote it.
+        _c(
+            "actor",
+            pl.String,
+            "who took the step: the requester (GPULEDGER_USER, else the login) or the decider",
+            False,
+        ),
+        _c("tenant", pl.String, "the tenant whose quota it raises", False),
+        _c("gpu_model", pl.String, "the GPU model, named as a quota key names it (H100: every model with that word)"),
+        _c("gpus", pl.Float64, "GPUs added to the tenant's quota for that model while the grant is active", False),
+        _c("valid_from", UTC_US, "the grant applies from this time, UTC", False),
+        _c("valid_until", UTC_US, "to this time (exclusive), UTC", False),
+        _c("reason", pl.String, "why: the requester's reason, or the approver's note"),
+        _DATE,
+    ),
+    compact=False,
 )
 
 # Derived tables (written by analytics/, never by collectors).
@@ -702,6 +740,7 @@ RAW_TABLES = (
     ADMISSION_DECISIONS,
     QUARANTINED_FILES,
     RECLAIM_ACTIONS,
+    QUOTA_EVENTS,
 )
 DERIVED_TABLES = (
     GPU_HOURLY,

@@ -1,11 +1,6 @@
 """`gpuledger quota kueue` as a user runs it: the models of the config's cluster read from the lake (either store),
 the grants from gpuledger.quota_requests, the YAML on stdout or in --out; bad input one line, nothing written."""
 
-import datetime as dt
-import sys
-import types
-from dataclasses import dataclass
-
 import pytest
 import yaml
 
@@ -54,15 +49,6 @@ def cfg(tmp_path):
     return path
 
 
-@dataclass(frozen=True)
-class FakeGrant:
-    tenant: str
-    gpu_model: str
-    gpus: float
-    valid_from: dt.datetime
-    valid_until: dt.datetime
-
-
 def test_prints_the_clusters_flavors_and_the_tenants_queues(cli, lake, cfg):
     r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-12-01T00:00:00Z")
     assert r.exit_code == 0, r.output
@@ -96,22 +82,29 @@ def test_prints_the_clusters_flavors_and_the_tenants_queues(cli, lake, cfg):
 
 
 def test_grants_come_from_quota_requests(cli, lake, cfg, monkeypatch):
-    """The command asks gpuledger.quota_requests.active_grants(store, at) for the grants (a stand-in module here)."""
-    asked = []
-
-    def active_grants(store, when):
-        asked.append(when)
-        start = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
-        return [FakeGrant("vision", "*", 3, start, start + dt.timedelta(days=3))]
-
-    monkeypatch.setitem(sys.modules, "gpuledger.quota_requests", types.SimpleNamespace(active_grants=active_grants))
-    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-12-01T06:00:00Z", "--tenant", "vision")
+    """An approved request (gpuledger quota request / approve) is in the queues while it is active, and only then."""
+    monkeypatch.setenv("GPULEDGER_USER", "ana")
+    r = cli(
+        "quota", "request", "--lake", lake, "--config", cfg, "--tenant", "vision", "--model", "L4", "--gpus", "3",
+        "--from", "2027-01-01", "--until", "2027-01-10", "--reason", "paper deadline",
+    )  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert asked == [dt.datetime(2026, 12, 1, 6, tzinfo=dt.timezone.utc)]
-    (cq,) = [o for o in yaml.safe_load_all(r.output) if o["kind"] == "ClusterQueue"]
-    # "*" 6 + 3 = 9 on L4 and all models; H100 keeps its own 4 (min(4, 9)).
-    assert [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == [4, 9]
-    assert cq["metadata"]["annotations"]["gpuledger.io/all-models-quota-gpus"] == "9"
+    request_id = next(w for w in r.output.split() if w.startswith("q-"))
+    r = cli("quota", "approve", request_id, "--lake", lake, "--config", cfg, "--by", "bo")
+    assert r.exit_code == 0, r.output
+
+    def vision_queue(at):
+        r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", at, "--tenant", "vision")
+        assert r.exit_code == 0, r.output
+        (cq,) = [o for o in yaml.safe_load_all(r.output) if o["kind"] == "ClusterQueue"]
+        quotas = [f["resources"][0]["nominalQuota"] for f in cq["spec"]["resourceGroups"][0]["flavors"]]
+        return quotas, cq["metadata"]["annotations"]["gpuledger.io/all-models-quota-gpus"]
+
+    # Active: L4 has no key of its own, so its quota is "*" 6 + the grant's 3 = 9, and so is the all-models total;
+    # H100 keeps its own 4 (min(4, 9)). Before and after the grant: 6 and 4.
+    assert vision_queue("2027-01-05T00:00:00Z") == ([4, 9], "9")
+    assert vision_queue("2026-12-31T00:00:00Z") == ([4, 6], "6")
+    assert vision_queue("2027-01-11T00:00:00Z") == ([4, 6], "6")
 
 
 def test_out_writes_the_file_and_options_apply(cli, lake, cfg, tmp_path):
