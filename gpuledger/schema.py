@@ -352,12 +352,7 @@ QUOTA_EVENTS = Table(
         _c("request_id", pl.String, "the request it belongs to", False),
         _c("action", pl.String, ", ".join(QUOTA_EVENT_ACTIONS), False),
         # Not `by`: DuckDB's parser takes it for the keyword wherever it stands, and every query would quote it.
-        _c(
-            "actor",
-            pl.String,
-            "who took the step: the requester (GPULEDGER_USER, else the login) or the decider",
-            False,
-        ),
+        _c("actor", pl.String, "who took the step: the requester (GPULEDGER_USER, else login) or decider", False),
         _c("tenant", pl.String, "the tenant whose quota it raises", False),
         _c("gpu_model", pl.String, "the GPU model, named as a quota key names it (H100: every model with that word)"),
         _c("gpus", pl.Float64, "GPUs added to the tenant's quota for that model while the grant is active", False),

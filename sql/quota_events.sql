@@ -10,7 +10,7 @@ SELECT
     CAST(event_id AS VARCHAR) AS event_id,                   -- VARCHAR: this step: <request_id>-request or <request_id>-decision
     CAST(request_id AS VARCHAR) AS request_id,               -- VARCHAR: the request it belongs to
     CAST(action AS VARCHAR) AS action,                       -- VARCHAR: request, approve, reject
-    CAST(actor AS VARCHAR) AS actor,                         -- VARCHAR: who took the step: the requester (GPULEDGER_USER, else the login), or the approver
+    CAST(actor AS VARCHAR) AS actor,                         -- VARCHAR: who took the step: the requester (GPULEDGER_USER, else login) or decider
     CAST(tenant AS VARCHAR) AS tenant,                       -- VARCHAR: the tenant whose quota it raises
     CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: the GPU model, named as a quota key names it (H100: every model with that word)
     CAST(gpus AS DOUBLE) AS gpus,                            -- DOUBLE: GPUs added to the tenant's quota for that model while the grant is active
