@@ -27,6 +27,7 @@ import math
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ TABLE = "quota_events"
 UTC = dt.timezone.utc
 STATES = ("pending", "approved", "active", "rejected", "expired")
 USER_VARIABLE = "GPULEDGER_USER"
+WRITE_RETRIES_S = (0.1, 0.3, 1.0)  # waits before writing a decision again when its name was neither free nor taken
 _ID = re.compile(r"^q-(\d{8})-[0-9a-f]{8}$")
 
 
@@ -316,13 +318,19 @@ def decide(
         "reason": note.strip() if note and note.strip() else None,
     }
     key = part.key(f"{request_id}-decision")
-    try:
-        _write(store, row, "decision")
-    except LakeError:
-        first = read_file(store, key)
-        if first is None:
-            raise  # not a taken name: the lake's own failure
-        raise _decided_already(request_id, first.row(0, named=True)) from None
+    for wait_s in (*WRITE_RETRIES_S, None):
+        try:
+            _write(store, row, "decision")
+            break
+        except LakeError:
+            first = read_file(store, key)
+            if first is not None:
+                raise _decided_already(request_id, first.row(0, named=True)) from None
+            if wait_s is None:
+                raise  # not a taken name: the lake's own failure
+            # S3 answers a conditional PUT racing another one on the same key with 409 (ConditionalRequestConflict)
+            # while neither is written yet: try again, and the other's decision is there, or the name still free.
+            time.sleep(wait_s)
     return request_states(events(store, part.date).filter(pl.col("request_id") == request_id), now).row(0, named=True)
 
 
