@@ -23,11 +23,21 @@ from gpuledger.dashboards import access
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.access import HEALTH_PATH, Access
 from gpuledger.dashboards.data import DashData
-from gpuledger.dashboards.pages import capacity, enforcement, fleet, fragmentation, overview, queue, tenants, waste
+from gpuledger.dashboards.pages import (
+    capacity,
+    enforcement,
+    fleet,
+    fragmentation,
+    overview,
+    queue,
+    quota_requests,
+    tenants,
+    waste,
+)
 from gpuledger.dashboards.ui import problems
 from gpuledger.store import LakeRef
 
-PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement, fleet)
+PAGES = (overview, capacity, tenants, queue, fragmentation, waste, enforcement, quota_requests, fleet)
 
 
 @dataclass
