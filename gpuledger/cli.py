@@ -733,7 +733,7 @@ def quota() -> None:
     default=None,
     help="The GPU model, named as a quota key names it (H100: each model with that word).",
 )
-@click.option("--gpus", default=None, help="GPUs more, on top of the tenant's quota for that model (> 0).")
+@click.option("--gpus", default=None, metavar="N", help="GPUs more, on top of the tenant's quota for that model (> 0).")
 @click.option("--from", "from_", default=None, metavar="DAY|TIME", help="From this UTC day (its start) or time.")
 @click.option("--until", default=None, metavar="DAY|TIME", help="Until this UTC day (its end, included) or time.")
 @click.option("--reason", default=None, help="Why the tenant needs them (kept with the request).")
@@ -755,6 +755,7 @@ def quota_request(ctx: Ctx, tenant, model, gpus, from_, until, reason) -> None:
 def _decide(ctx: Ctx, request_id: str, action: str, by, note) -> None:
     from gpuledger import quota_requests as qr
 
+    ctx.lake.require()  # a mistyped --lake: "no lake at ...", not "no quota request"
     row = qr.decide(ctx.lake, request_id, action, by, note)
     word = {"approve": "approved", "reject": "rejected"}[action]
     click.echo(f"{word} {request_id} ({qr.describe(row)}), now {row['state']}")
@@ -794,6 +795,7 @@ def quota_list(ctx: Ctx, pending, fmt) -> None:
 
     from gpuledger import quota_requests as qr
 
+    ctx.lake.require()  # a mistyped --lake is one line, not an empty list
     rows = qr.states(ctx.lake)
     if pending:
         rows = rows.filter(pl.col("state") == "pending")

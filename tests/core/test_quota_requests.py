@@ -100,6 +100,13 @@ def test_request_approve_list_on_each_store(cli, store, clock, as_user):
     assert r.stdout.splitlines()[0].startswith("request_id,state,cluster,tenant,gpu_model,gpus,valid_from")
 
 
+def test_a_mistyped_lake_is_one_line_not_an_empty_list(cli, tmp_path):
+    for args in (("list",), ("approve", "q-20261102-00000000", "--by", "bob")):
+        r = cli("quota", *args, "--lake", tmp_path / "nowhere")
+        assert r.exit_code == 1 and r.output.startswith(f"Error: lake error: no lake at {tmp_path / 'nowhere'}"), args
+        assert not (tmp_path / "nowhere").exists()
+
+
 def test_the_requester_is_gpuledger_user_else_the_login_name(monkeypatch):
     assert qr.requester({"GPULEDGER_USER": " carol "}) == "carol"
     monkeypatch.setattr(qr.getpass, "getuser", lambda: "dave")
