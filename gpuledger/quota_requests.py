@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from gpuledger import schema
 from gpuledger.config import Config, match_model
 from gpuledger.errors import GpuledgerError, LakeError
 from gpuledger.lake import LakeWriter, Partition, frame_from_rows, read_file, scan
@@ -331,6 +330,14 @@ def decide(
             # S3 answers a conditional PUT racing another one on the same key with 409 (ConditionalRequestConflict)
             # while neither is written yet: try again, and the other's decision is there, or the name still free.
             time.sleep(wait_s)
+    # Read back: the decision there is this one. A store whose create-if-absent is not one step (moto, the tests'
+    # S3 server, checks then writes, so two PUTs at one instant both pass) would otherwise tell two racers they won;
+    # here the one whose bytes were replaced learns that it lost (AWS S3, MinIO and link(2) decide in one step).
+    there = read_file(store, key)
+    if there is None:
+        raise LakeError(f"{store.url(key)}: written, then not found")
+    if (there["actor"][0], there["ts"][0]) != (by, now):
+        raise _decided_already(request_id, there.row(0, named=True))
     return request_states(events(store, part.date).filter(pl.col("request_id") == request_id), now).row(0, named=True)
 
 
@@ -345,8 +352,3 @@ def describe(row: Mapping) -> str:
         f"{row['tenant']}: +{row['gpus']:g} {row['gpu_model']} GPUs from {row['valid_from']:%Y-%m-%d %H:%M} to "
         f"{row['valid_until']:%Y-%m-%d %H:%M} UTC"
     )
-
-
-def columns() -> list[str]:
-    """The columns of `request_states` (and of the quota_requests view)."""
-    return request_states(pl.DataFrame(schema=schema.table(TABLE).polars_schema), utc_now()).columns

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import polars as pl
 import pytest
@@ -199,26 +200,34 @@ def test_the_rules_of_approval(cli, store, clock, as_user):
 def test_two_approvers_racing_in_threads_one_wins(store, clock, monkeypatch):
     """Eight approvers (and rejecters) read the request as pending together, then all write: the decision's file is
     created by one, and each other is told who decided. A barrier holds every reader until all have read, so every
-    writer reaches Store.put_new (on S3 a PUT with If-None-Match) with the request still pending to it."""
+    writer reaches Store.put_new (on S3 a PUT with If-None-Match) with the request still pending to it.
+
+    On disk they write at once (link(2) decides). On S3 they write 20 ms apart, each PUT conditional on the object
+    the first one made: the path a loser takes on AWS S3, which decides two PUTs at one instant in one step, where
+    moto (the tests' server) checks, then writes, and may let both through (the read-back after the write is what
+    catches that: the writer whose bytes were replaced is told it lost)."""
     from gpuledger.config import defaults
 
     request_id = qr.request(store, defaults(), [], "vision", "H100", "4", "2026-11-02", "2026-11-08", "why", "alice")
     n = 8
     read = threading.Barrier(n)
     real = qr.events
-    waited = threading.local()
+    me = threading.local()
 
     def events_then_wait(lake, day=None):
         rows = real(lake, day)
-        if threading.current_thread() is not threading.main_thread() and not getattr(waited, "done", False):
-            waited.done = True  # the check's read only (the winner reads again to answer)
+        if hasattr(me, "i") and not getattr(me, "read", False):
+            me.read = True  # the check's read only (the winner reads again to answer)
             read.wait(timeout=30)
+            if store.folder is None:
+                time.sleep(0.02 * me.i)
         return rows
 
     monkeypatch.setattr(qr, "events", events_then_wait)
     results: dict[int, object] = {}
 
     def approver(i):
+        me.i = i
         try:
             results[i] = qr.decide(store, request_id, "approve" if i % 2 == 0 else "reject", f"approver{i}")
         except qr.QuotaError as e:
@@ -239,6 +248,35 @@ def test_two_approvers_racing_in_threads_one_wins(store, clock, monkeypatch):
     monkeypatch.setattr(qr, "events", real)
     steps = qr.events(store)
     assert steps.height == 2 and steps.filter(pl.col("action") != "request")["actor"].to_list() == [f"approver{w}"]
+
+
+def test_a_decision_raced_by_a_conflicting_put_is_tried_again(store, clock, monkeypatch):
+    """A write that fails with the name neither free nor taken (S3's 409 to a conditional PUT racing another) is
+    tried again; one that keeps failing is the lake's error, with nothing written."""
+    from gpuledger.config import defaults
+    from gpuledger.errors import LakeError
+
+    monkeypatch.setattr(qr, "WRITE_RETRIES_S", (0.0, 0.0))
+    request_id = qr.request(store, defaults(), [], "vision", "H100", "4", "2026-11-02", "2026-11-08", "why", "alice")
+    real, failures = qr._write, []
+
+    def conflict_then(times):
+        def write(store_, row, step):
+            if len(failures) < times:
+                failures.append(step)
+                raise LakeError("409 ConditionalRequestConflict")
+            return real(store_, row, step)
+
+        return write
+
+    monkeypatch.setattr(qr, "_write", conflict_then(3))  # more than the tries
+    with pytest.raises(LakeError, match="409 ConditionalRequestConflict"):
+        qr.decide(store, request_id, "approve", "bob")
+    assert failures == ["decision"] * 3 and qr.states(store)["state"].to_list() == ["pending"]
+    failures.clear()
+    monkeypatch.setattr(qr, "_write", conflict_then(2))  # within them
+    assert qr.decide(store, request_id, "approve", "bob")["state"] == "active"
+    assert failures == ["decision"] * 2
 
 
 def test_two_approvals_in_processes_one_wins(store, tmp_path):
