@@ -84,7 +84,8 @@ def _ids(tree) -> set[str]:
 
 def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
     """Each page draws itself under its own title: its figures on the analysed lake, its no-data note on a lake
-    that does not exist (the enforcement page's on both: the analysed lake has no admission decisions)."""
+    that does not exist (the enforcement and quota requests pages' on both: the analysed lake has no admission
+    decisions and no quota requests)."""
     for lake in (dash_lake, tmp_path / "missing"):
         app = create_app(lake)
         for page in PAGES:
@@ -93,7 +94,7 @@ def test_every_page_renders_on_the_lake_and_on_nothing(dash_lake, tmp_path):
             content = r.json["response"]["page"]["children"]["props"]["children"]
             assert content[0]["props"]["children"] == page.NAME
             ids = _ids(content)
-            empty = lake != dash_lake or page.PATH == "/enforcement"
+            empty = lake != dash_lake or page.PATH in ("/enforcement", "/quota-requests")
             assert ("no-data" in ids) == empty, (lake, page.PATH)
             if not empty:  # figures or tables drawn from the lake
                 assert len(ids) >= 3, (page.PATH, ids)
@@ -115,7 +116,14 @@ def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):
 
 
 def test_every_page_renders_from_the_analysed_lake_on_each_store(analysed_store):
-    """Each page draws its figures from the store (the enforcement page its no-data note: no admission decisions)."""
+    """Each page draws its figures from the store (the enforcement page its no-data note: no admission decisions),
+    the quota requests page from a request made on it."""
+    from gpuledger import quota_requests
+    from gpuledger.config import defaults
+
+    today = dt.datetime.now(dt.timezone.utc).date()
+    until = (today + dt.timedelta(days=2)).isoformat()
+    quota_requests.request(analysed_store, defaults(), [], "vision", "H100", "2", today.isoformat(), until, "x", "al")
     app = create_app(analysed_store)
     for page in PAGES:
         r = _render(app, page.PATH)
