@@ -18,7 +18,7 @@ from gpuledger.dashboards.app import Context, create_app
 from gpuledger.dashboards.data import DashData
 from gpuledger.dashboards.pages import quota_requests as page
 
-from builders import page_request
+from builders import page_request, save_screenshot
 
 UTC = dt.timezone.utc
 NOW = dt.datetime.now(UTC).replace(microsecond=0)  # the view's clock is DuckDB's now()
@@ -139,3 +139,19 @@ def test_a_tenant_user_sees_only_their_tenants_requests(lake):
 def test_a_lake_without_requests_says_how_to_make_one(analysed_lake):
     (only,) = [c for c in drawn(analysed_lake, "") if getattr(c, "id", None) == "no-data"]
     assert "gpuledger quota request" in only.children
+
+
+@pytest.mark.skipif(shutil.which("chromedriver") is None, reason="Debian's chromium-driver not installed")
+def test_the_page_in_a_browser(dash_duo, lake):
+    """Drawn in Chromium with a clean console: the counts, and vision's grant in its table (the screenshot in
+    docs/screenshots with GPULEDGER_SCREENSHOTS set)."""
+    path, ids = lake
+    dash_duo.start_server(create_app(path))
+    dash_duo.wait_for_page(url=dash_duo.server_url + page.PATH + TODAY)
+    dash_duo.wait_for_text_to_equal("h2", page.NAME)
+    dash_duo.wait_for_text_to_equal("#qr-pending", "2")
+    assert dash_duo.find_element("#qr-active").text == "1"
+    dash_duo.wait_for_contains_text("#qr-granted", ids["vision-active"])
+    dash_duo.wait_for_contains_text("#qr-history", "not this week")
+    assert dash_duo.get_logs() == []
+    save_screenshot(dash_duo, "quota requests.png")
