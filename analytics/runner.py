@@ -37,7 +37,7 @@ from gpuledger.analytics.utilization import job_5min
 from gpuledger.analytics.waste import idle_holds
 from gpuledger.atomic import write_atomic, write_bytes_atomic
 from gpuledger.config import Config, check_quota_models, defaults
-from gpuledger.errors import GpuledgerError
+from gpuledger.errors import GpuledgerError, LakeError
 from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, read_file, scan, scan_files
 from gpuledger.lake_check import checked_stamps
 from gpuledger.quota_requests import active_grants
@@ -146,7 +146,13 @@ def _decisions(lake: LakeRef, done: JobTables, cfg: Config) -> pl.LazyFrame:
     known = {t.name for t in tenants}
     # Approved quota requests in force at this run's `now` (each run recomputes the decisions, so a grant approved
     # since the last run applies from this one, and one whose `valid_until` passed no longer does).
-    grants = active_grants(lake, now)
+    try:
+        grants = active_grants(lake, now)
+    except LakeError:
+        # A step's file that cannot be read is set aside (quarantined_files names it), as a raw file is, and the
+        # rest are read: one damaged file must not stop every run, nor take every grant away.
+        checked_stamps(lake, "quota_events", {}, "analyze", cfg.cluster)
+        grants = active_grants(lake, now)
     models = models_by_cluster(lake)
     # A quota key naming no GPU model of any cluster is a ConfigError here (as `checked_models` says it).
     check_quota_models(cfg, sorted(set().union(*models.values())))

@@ -213,8 +213,25 @@ def request(
 
 
 def events(lake: LakeRef, day: dt.date | None = None) -> pl.DataFrame:
-    """Every step of every request (or of the requests made on `day`), as written."""
-    return scan(lake, TABLE, day).collect()
+    """Every step of every request (or of the requests made on `day`), as written. LakeError naming the first file
+    that cannot be read (the analytics set it aside, lake_check.quarantine, and read the rest)."""
+    store = open_store(lake)
+    try:
+        return scan(store, TABLE, day).collect()
+    except (pl.exceptions.PolarsError, OSError) as e:
+        raise damaged(store, e) from e
+
+
+def damaged(store, e: Exception) -> LakeError:
+    """The error of a read of quota_events that failed: naming the first file failing its check (each read whole:
+    only on this failing path)."""
+    from gpuledger.lake_check import verify_file
+
+    for key in store.files(TABLE, "date=*/*.parquet"):
+        why = verify_file(store, TABLE, key)
+        if why is not None:
+            return LakeError(f"{TABLE}: {store.url(key)} {why}")
+    return LakeError(f"{TABLE}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
 
 def request_states(steps: pl.DataFrame, at: dt.datetime) -> pl.DataFrame:

@@ -87,3 +87,39 @@ def test_a_grant_changes_nothing_where_there_is_no_quota_or_for_another_tenant_o
     grants = [grant("q-5", "research", "H100", 8.0), grant("q-6", "vision", "H200", 2.0)]  # no H200 here
     assert rows((VISION, free), HELD, grants) == before
     assert before[("research", None)] == (0.0, None, None)
+
+
+def test_a_damaged_step_file_is_named_then_set_aside_by_the_run_and_the_rest_still_count(analysed_store, cli):
+    """A quota_events file that is not Parquet: `quota list` names it in one line (exit 1); an analytics run sets it
+    aside (quarantined_files) and still applies the good grant."""
+    import dataclasses
+
+    from gpuledger import quota_requests as qr
+    from gpuledger.config import defaults
+    from gpuledger.query import Lake
+
+    from builders import END
+
+    end = dt.datetime.fromtimestamp(END, dt.timezone.utc)
+    cfg = dataclasses.replace(defaults(), tenants=(Tenant("vision", ("vision-train",), 1.0, {"H100": 1}),))
+    rid = qr.request(analysed_store, cfg, [], "vision", "H100", "2", "2026-11-02", "2026-11-02", "why", "al", now=end)
+    qr.decide(analysed_store, rid, "approve", "bob", now=end + dt.timedelta(minutes=1))
+    bad = "quota_events/date=2026-11-02/part-q-20261102-deadbeef-request.parquet"
+    analysed_store.put_new(bad, b"not a parquet file")
+    r = cli("quota", "list", "--lake", str(analysed_store))
+    assert r.exit_code == 1 and r.output.startswith(f"Error: lake error: quota_events: {analysed_store.url(bad)} ")
+    assert r.output.count("\n") == 1, r.output
+
+    from gpuledger.analytics.runner import run
+
+    run(analysed_store, until_s=(end + dt.timedelta(hours=1)).timestamp(), cfg=cfg)
+    with Lake(analysed_store) as q:
+        (quota,) = q.execute(
+            "SELECT quota_gpus FROM decisions WHERE tenant = 'vision' AND gpu_model = ? "
+            "AND computed_at = (SELECT max(computed_at) FROM decisions)",
+            [H100],
+        ).rows[0]
+        (found,) = q.execute("SELECT file FROM quarantined_files WHERE table_name = 'quota_events'").rows
+    assert quota == 3.0 and found == (bad,)  # 1 + the grant's 2
+    later = end + dt.timedelta(hours=1)
+    assert analysed_store.get(bad) is None and qr.states(analysed_store, later)["state"].to_list() == ["active"]
