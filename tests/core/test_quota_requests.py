@@ -362,3 +362,18 @@ def test_the_view_says_what_request_states_says_and_grants_add_up(cli, store, cl
     assert qr.active_grants(store, now, cluster="eu-1") == []
     # As of an earlier time, only the steps taken by then: an hour and a half ago `active` was not approved yet.
     assert qr.active_grants(store, now - 90 * dt.timedelta(minutes=1)) == []
+
+
+def test_compact_leaves_the_steps_files_alone(store, clock, as_user, cli):
+    """A closed day of two requests and a decision is not merged: the decision's name must stay taken."""
+    from gpuledger.compaction import compact
+
+    first, second = ask(cli, store), ask(cli, store)
+    assert cli("quota", "approve", first, "--by", "bob", "--lake", str(store)).exit_code == 0
+    before = all_keys(store)
+    assert len(before) == 3
+    assert compact(store, today=dt.date(2026, 11, 20), grace_days=1).partitions == 0
+    assert {k for k in all_keys(store) if k.startswith("quota_events/")} == before  # (the disk's lock file aside)
+    r = cli("quota", "approve", first, "--by", "carol", "--lake", str(store))
+    assert r.exit_code == 1 and f"{first} was already approved by bob" in r.output
+    assert {r["request_id"]: r["state"] for r in listed(cli, store)} == {first: "active", second: "pending"}
