@@ -73,6 +73,7 @@ class _Chunk:
 
 class DcgmSource:
     name = "dcgm"
+    example_url = "http://node:9400/metrics"
 
     def __init__(
         self,
@@ -85,7 +86,7 @@ class DcgmSource:
         workers: int | None = None,
     ):
         if not urls:
-            raise SourceError("dcgm: no URL (give --url http://node:9400/metrics or collector.dcgm_urls)")
+            raise SourceError(f"{self.name}: no URL (give --url {self.example_url} or collector.{self.name}_urls)")
         self.cfg = cfg
         self.cluster = cfg.cluster
         self.interval_s = cfg.collector.interval_s
@@ -96,7 +97,7 @@ class DcgmSource:
         self.targets = []
         for u in urls:
             node = urllib.parse.urlparse(u).hostname or "unknown"
-            self.targets.append(Target(u, node, PageReader(RowBuilder(cfg.cluster), node)))
+            self.targets.append(Target(u, node, self._reader(node)))
         self._first = 0  # where the next round starts: the first target a round cut by its deadline left out
         self._fetcher = AsyncFetcher(
             timeout_s, accept="text/plain;version=0.0.4", max_idle=_open_files(len(urls) + 512) - 256
@@ -126,15 +127,24 @@ class DcgmSource:
 
     # -- one page ---------------------------------------------------------------------------------------------
 
-    def read_page(self, target: Target, r: Response, ts_us: int, chunk: _Chunk) -> None:
-        """Check and read one fetched page into `chunk`; raises SourceError with the target and the reason."""
+    def _reader(self, node: str):
+        """What turns one target's pages into rows, kept with the target between scrapes."""
+        return PageReader(RowBuilder(self.cluster), node)
+
+    @staticmethod
+    def _text(target: Target, r: Response) -> str:
+        """The page's text; SourceError naming the target when it is not an exposition page."""
         ctype = r.content_type.split(";")[0].strip().lower()
         if ctype not in CONTENT_TYPES:
             raise SourceError(f"{target.url}: wrong content type {r.content_type or '(none)'!r}, expected text/plain")
         try:
-            text = r.body.decode("utf-8")
+            return r.body.decode("utf-8")
         except UnicodeDecodeError as e:
             raise SourceError(f"{target.url}: page is not UTF-8 (byte {e.start})") from e
+
+    def read_page(self, target: Target, r: Response, ts_us: int, chunk: _Chunk) -> None:
+        """Check and read one fetched page into `chunk`; raises SourceError with the target and the reason."""
+        text = self._text(target, r)
         samples = target.reader.read(text, ts_us, chunk.fields, chunk.events)
         if samples is not None:
             chunk.samples += samples
@@ -161,7 +171,7 @@ class DcgmSource:
         # The first retry is the next round (a blip); then interval x 2^(failures-1), at most MAX_BACKOFF_S.
         wait = min(self.interval_s * 2 ** (t.failures - 1), MAX_BACKOFF_S) if t.failures > 1 else 0.0
         t.retry_at = now_s + wait
-        log.warning("dcgm: %s (failure %d; next try in %.0f s)", e, t.failures, wait)
+        log.warning("%s: %s (failure %d; next try in %.0f s)", self.name, e, t.failures, wait)
         if self.apart is not None:
             self.apart.append((t.url, self._event(ts_us, t.node, str(e))))
         else:

@@ -18,6 +18,7 @@ from gpuledger.collector.nvml.cgroups import pod_of_pid
 from gpuledger.collector.source import Batch
 from gpuledger.config import Config
 from gpuledger.errors import SourceError
+from gpuledger.mig import mig_share
 from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,7 @@ class NvmlSource:
             "ecc_uncorrected_total": opt(
                 nvml.nvmlDeviceGetTotalEccErrors, h, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
             ),
+            "vendor": "nvidia",
             "source": self.name,
         }
 
@@ -269,6 +271,7 @@ class NvmlSource:
             except nvml.NVMLError_NotFound:
                 continue  # an empty slot
             name = nvml.nvmlDeviceGetName(mh)
+            profile = name.rsplit(" MIG ", 1)[1] if " MIG " in name else None
             total, used, reserved = self._memory(mh)
             row = {
                 "ts": ts,
@@ -277,11 +280,13 @@ class NvmlSource:
                 "gpu_uuid": nvml.nvmlDeviceGetUUID(mh),
                 "gpu_index": parent["gpu_index"],
                 "parent_gpu_uuid": parent["gpu_uuid"],
-                "mig_profile": name.rsplit(" MIG ", 1)[1] if " MIG " in name else None,
+                "mig_profile": profile,
+                "partition_share": mig_share(profile) if profile else None,
                 "model": parent["model"],
                 "mem_used_bytes": used,
                 "mem_total_bytes": total,
                 "mem_reserved_bytes": reserved,
+                "vendor": "nvidia",
                 "source": self.name,
             }
             rows.append(row)

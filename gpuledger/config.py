@@ -279,8 +279,16 @@ class CollectorConfig:
         ge=0,
         why="must be 0 (one per 3,000 exporters) or a number of processes",
     )
+    amd_urls: tuple[str, ...] = key(
+        (), "AMD device-metrics-exporter /metrics pages for source amd (`--url` overrides)", check=URL
+    )
+    ascend_urls: tuple[str, ...] = key(
+        (), "Huawei Ascend npu-exporter /metrics pages for source ascend (`--url` overrides)", check=URL
+    )
     prometheus_url: str = key(
-        "", "Prometheus server holding DCGM series, for source prometheus (`--url` overrides)", check=URL_OR_EMPTY
+        "",
+        "Prometheus server holding DCGM, AMD or Ascend exporter series, for source prometheus (`--url` overrides)",
+        check=URL_OR_EMPTY,
     )
     metrics_port: int = key(
         0,

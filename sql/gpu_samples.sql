@@ -9,8 +9,8 @@ SELECT
     CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name
     CAST(gpu_uuid AS VARCHAR) AS gpu_uuid,                   -- VARCHAR: GPU UUID (MIG instance UUID for a MIG row)
     CAST(gpu_index AS INTEGER) AS gpu_index,                 -- INTEGER: NVML device index on the node
-    CAST(parent_gpu_uuid AS VARCHAR) AS parent_gpu_uuid,     -- VARCHAR: physical GPU UUID of a MIG instance, null otherwise
-    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: MIG profile such as 1g.10gb, null when not MIG
+    CAST(parent_gpu_uuid AS VARCHAR) AS parent_gpu_uuid,     -- VARCHAR: physical device of a MIG instance or other partition (AMD CPX, vNPU)
+    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: partition profile: MIG 1g.10gb, AMD cpx.nps4, Ascend vnpu-2c; null if whole
     CAST(model AS VARCHAR) AS model,                         -- VARCHAR: product name, e.g. NVIDIA H100 80GB HBM3
     CAST(pci_bus_id AS VARCHAR) AS pci_bus_id,               -- VARCHAR: PCI bus id, e.g. 00000000:53:00.0
     CAST(driver_version AS VARCHAR) AS driver_version,       -- VARCHAR: NVIDIA driver version
@@ -30,10 +30,13 @@ SELECT
     CAST(throttle_reasons AS BIGINT) AS throttle_reasons,    -- BIGINT: NVML clocks event reasons bit mask
     CAST(ecc_corrected_total AS BIGINT) AS ecc_corrected_total, -- BIGINT: volatile corrected ECC errors
     CAST(ecc_uncorrected_total AS BIGINT) AS ecc_uncorrected_total, -- BIGINT: volatile uncorrected ECC errors
-    CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source: nvml, dcgm, prometheus, sim
+    CAST(source AS VARCHAR) AS source,                       -- VARCHAR: collector source: nvml, dcgm, amd, ascend, prometheus, sim
     CAST(pod AS VARCHAR) AS pod,                             -- VARCHAR: pod holding the GPU, when known
     CAST(namespace AS VARCHAR) AS namespace,                 -- VARCHAR: namespace of that pod
     CAST(container AS VARCHAR) AS container,                 -- VARCHAR: container of that pod
+    CAST(vendor AS VARCHAR) AS vendor,                       -- VARCHAR: device vendor: nvidia, amd, huawei
+    CAST(partition_share AS DOUBLE) AS partition_share,      -- DOUBLE: share of the parent device a partition row holds (MIG 1g = 1/7, AMD CPX on MI300X = 1/8, an Ascend vNPU its AI cores / the chip's); null for a whole device
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_samples/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_samples/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor, NULL::DOUBLE AS partition_share WHERE false);

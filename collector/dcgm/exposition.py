@@ -286,7 +286,7 @@ def parse_fast(text: str) -> list[Sample]:
             entry = no_labels
             tail = line[a + 1 :]
         name = line[:a]
-        value = None
+        value = timestamp = None
         if a > 0 and "_" not in tail and (name in names or _good_name(name, names)):
             if entry is None:
                 entry = _cache_labels(cache, line[a + 1 : b])
@@ -294,10 +294,16 @@ def parse_fast(text: str) -> list[Sample]:
                 try:
                     value = float(tail)  # reads the blanks around one number; a timestamp makes it fail
                 except ValueError:
-                    pass
+                    # " value ms": Ascend's npu-exporter stamps every chip sample. Exactly one blank each side,
+                    # the timestamp ASCII digits, or the long way (which reads the same pair, and words errors)
+                    p = tail.split(" ")
+                    if len(p) == 3 and not p[0] and p[2].isascii() and p[2].isdigit():
+                        try:
+                            value, timestamp = float(p[1]), int(p[2]) / 1000
+                        except (ValueError, OverflowError):
+                            value = None
         if value is not None:
             labels, key = entry
-            timestamp = None
         else:
             try:
                 parsed = _parse_line(line)

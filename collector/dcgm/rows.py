@@ -29,6 +29,7 @@ from gpuledger.collector.dcgm.fields import (
     XID_COUNT,
     is_blank,
 )
+from gpuledger.mig import mig_share
 
 EXPORTER_CONTAINERS = {"nvidia-dcgm-exporter", "dcgm-exporter"}
 INT_COLUMNS = {
@@ -178,10 +179,13 @@ class RowBuilder:
             "gpu_uuid": k.gpu_uuid,
             "gpu_index": k.gpu_index,
             "parent_gpu_uuid": k.parent_gpu_uuid,
+            # A MIG instance's share of its GPU, by its profile's compute slices (gpuledger/mig.py)
+            "partition_share": mig_share(k.mig_profile) if k.parent_gpu_uuid and k.mig_profile else None,
             "mig_profile": k.mig_profile,
             "model": k.model,
             "pci_bus_id": k.pci_bus_id,
             "driver_version": k.driver_version,
+            "vendor": "nvidia",
             "source": self.source,
             "pod": k.pod,
             "namespace": k.namespace,

@@ -18,7 +18,7 @@ from gpuledger.config import Config, parse, source_names
 from gpuledger.errors import ConfigError, SourceError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "thirdparty_source"
-BUILT_IN = ("dcgm", "k8s", "nvml", "prometheus", "sim")
+BUILT_IN = ("amd", "ascend", "dcgm", "k8s", "nvml", "prometheus", "sim")
 
 
 def test_the_built_ins_are_registered_like_anyone_else():
@@ -30,13 +30,13 @@ def test_an_unknown_source_in_the_config_lists_the_registered_ones():
         parse({"collector": {"sources": ["sim", "nvidia"]}}, "f.toml")
     assert str(e.value).splitlines() == [
         "1 problem(s) in f.toml:",
-        "  f.toml: collector.sources[1]: unknown source 'nvidia' (registered: dcgm, k8s, nvml, prometheus, sim)",
+        "  f.toml: collector.sources[1]: unknown source 'nvidia' (registered: amd, ascend, dcgm, k8s, nvml, prometheus, sim)",
     ]
 
 
 def test_an_unknown_source_by_name_lists_the_registered_ones(tmp_path):
     with pytest.raises(
-        SourceError, match=r"^unknown source 'nvidia' \(registered: dcgm, k8s, nvml, prometheus, sim\)$"
+        SourceError, match=r"^unknown source 'nvidia' \(registered: amd, ascend, dcgm, k8s, nvml, prometheus, sim\)$"
     ):
         sources.make("nvidia", Config(), tmp_path, 0.0)
 

@@ -74,7 +74,7 @@ BAD = [
     ("bad_duplicate_tenant.toml", ["duplicate tenant name(s): vision"]),
     ("bad_namespace_twice.toml", ["namespace 'shared' already belongs to tenant 'a'"]),
     ("bad_unknown_source.toml", ["collector.sources[1]: unknown source 'nvidia'"]),
-    ("bad_no_source.toml", ["collector.sources: must list at least one source (registered: dcgm, k8s, nvml,"]),
+    ("bad_no_source.toml", ["collector.sources: must list at least one source (registered: amd, ascend, dcgm, k8s,"]),
     ("bad_rate_missing_date.toml", ["rates[0].effective_from: missing"]),
     ("bad_toml_syntax.toml", ["not valid TOML"]),
     (
