@@ -1,11 +1,11 @@
 """Parsed exposition samples of one vendor's exporter -> lake rows, by the vendor's table (vendors/table.py).
 
-One gpu_samples row per device or partition, its columns filled by the table's metrics and unit factors (the
-lower rank wins when two metrics fill one column); every other metric of a device goes to gpu_fields, its index
-labels (a clock, a link) kept in the field's name as `name{label="value"}`, so a metric the table does not know
-is never dropped. Metrics about the node (a GPU count) are neither. A series whose device has no identity (no
-serial or UUID label) is skipped, with one scrape_error per device naming its first line; the rest of the page
-is read as usual.
+One gpu_samples row per device or partition, its columns filled by the table's metrics and unit factors (when two
+metrics fill one column the lower rank wins, and the other is kept in gpu_fields). Every other metric of a device
+goes to gpu_fields, its index labels (a clock, a link) kept in the field's name as `name{label="value"}`, so a
+metric the table does not know is never dropped. Metrics about the node (a GPU count) are neither. A series whose
+device has no identity (no serial or UUID label) is skipped, with one scrape_error per device naming its first
+line; the rest of the page is read as usual.
 
 A partition that names only its parent's index (an Ascend vNPU) is attached to the whole device of that index
 on the same node; without one on the page it is skipped the same way.
@@ -35,7 +35,7 @@ class _Bad:
 @dataclass
 class _Page:
     rows: dict[str, dict] = field(default_factory=dict)
-    ranks: dict[tuple[str, str], int] = field(default_factory=dict)
+    ranks: dict[tuple[str, str], tuple] = field(default_factory=dict)  # (uuid, column) -> (rank, name, value)
     bad: dict[tuple[str | None, str], _Bad] = field(default_factory=dict)
     orphans: list = field(default_factory=list)  # (sample index, node, Device, name, labels, value) of partitions
 
@@ -109,14 +109,16 @@ class VendorRows:
         col = self.vendor.columns.get(name)
         if col is not None and not self._index(labels):
             c, factor, rank = col
-            if page.ranks.get((uuid, c), rank) < rank:
-                return  # a metric of lower rank already filled it
-            page.ranks[(uuid, c)] = rank
-            if value != value or value in (float("inf"), float("-inf")) or value == self.vendor.failed_value:
-                row[c] = None
-            else:
-                row[c] = int(round(value * factor)) if c in INTS else value * factor
-            return
+            held = page.ranks.get((uuid, c))
+            if held is None or rank < held[0]:
+                page.ranks[(uuid, c)] = (rank, name, value)
+                if value != value or value in (float("inf"), float("-inf")) or value == self.vendor.failed_value:
+                    row[c] = None
+                else:
+                    row[c] = int(round(value * factor)) if c in INTS else value * factor
+                if held is None:
+                    return
+                name, value = held[1], held[2]  # the metric it displaced is kept, as the loser of a tie is
         out.fields.append(
             {
                 "ts": ts_us,

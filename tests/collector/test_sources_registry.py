@@ -30,7 +30,8 @@ def test_an_unknown_source_in_the_config_lists_the_registered_ones():
         parse({"collector": {"sources": ["sim", "nvidia"]}}, "f.toml")
     assert str(e.value).splitlines() == [
         "1 problem(s) in f.toml:",
-        "  f.toml: collector.sources[1]: unknown source 'nvidia' (registered: amd, ascend, dcgm, k8s, nvml, prometheus, sim)",
+        "  f.toml: collector.sources[1]: unknown source 'nvidia' "
+        "(registered: amd, ascend, dcgm, k8s, nvml, prometheus, sim)",
     ]
 
 
