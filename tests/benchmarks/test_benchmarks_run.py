@@ -89,6 +89,12 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"parse_fast +{N} samples/s",
         rf"ratio +{N}x",
     ),
+    "vendor_parse.py": (
+        rf"AMD 8 x MI300X pages \(synthetic\): 1 pages, {N} samples, .*outputs identical",
+        rf"Ascend 8-NPU pages \(golden\): 1 pages, {N} samples, .*outputs identical",
+        rf"ratio +{N}x +\(dcgm node pages",
+        rf"parse_fast \+ ascend table +{N} samples/s to lake rows",
+    ),
     "dcgm_fleet.py": (rf"one round, fast parser +median {N} s", rf"one round, reference parser +median {N} s"),
     "dcgm_soak.py": (
         rf"round time +p50 {N} s +max {N} s",
