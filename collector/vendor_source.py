@@ -32,7 +32,7 @@ class VendorSource(DcgmSource):
     def read_page(self, target: Target, r: Response, ts_us: int, chunk: _Chunk) -> None:
         text = self._text(target, r)
         try:
-            parsed = parse(text)
+            parsed = parse(text, target.reader.known)
         except ExpositionError as e:
             raise SourceError(f"{target.url}: {e}") from e
         v = self.vendor

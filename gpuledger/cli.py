@@ -321,7 +321,8 @@ class _RegisteredSources(click.Choice):
     "--url",
     "urls",
     multiple=True,
-    help="dcgm-exporter page(s) for --source dcgm (repeatable), or the Prometheus server for --source prometheus.",
+    help="exporter page(s) for --source dcgm, amd or ascend (repeatable), or the Prometheus server for "
+    "--source prometheus.",
 )
 @_config_option(
     "collector.metrics_port", "--metrics-port", help="Serve the collector's own /metrics on this port (0 = off)."

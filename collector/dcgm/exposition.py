@@ -258,8 +258,12 @@ def _good_name(name: str, names: set[str]) -> bool:
     return False
 
 
-def parse_fast(text: str) -> list[Sample]:
-    """The samples of a page, in page order. Raises ExpositionError naming the first bad line."""
+def parse_fast(text: str, known: dict | None = None) -> list[Sample]:
+    """The samples of a page, in page order. Raises ExpositionError naming the first bad line.
+
+    `known`, kept by the caller between one target's pages, holds the label strings of its last page already
+    parsed: an exporter repeats them scrape after scrape (AMD's pages have ~25 a GPU, one per clock, link, XCC and
+    HBM stack), so a later page parses only those that changed. On return it holds this page's, nothing older."""
     samples: list[Sample] = []
     append = samples.append
     new = tuple.__new__
@@ -289,19 +293,25 @@ def parse_fast(text: str) -> list[Sample]:
         value = timestamp = None
         if a > 0 and "_" not in tail and (name in names or _good_name(name, names)):
             if entry is None:
-                entry = _cache_labels(cache, line[a + 1 : b])
+                s = line[a + 1 : b]
+                entry = known.get(s) if known is not None else None
+                if entry is None:
+                    entry = _cache_labels(cache, s)
+                else:
+                    cache[s] = entry
             if entry is not None:
-                try:
-                    value = float(tail)  # reads the blanks around one number; a timestamp makes it fail
-                except ValueError:
+                if tail.count(" ") == 2 and (p := tail.split(" "))[2].isdigit() and p[2].isascii() and not p[0]:
                     # " value ms": Ascend's npu-exporter stamps every chip sample. Exactly one blank each side,
                     # the timestamp ASCII digits, or the long way (which reads the same pair, and words errors)
-                    p = tail.split(" ")
-                    if len(p) == 3 and not p[0] and p[2].isascii() and p[2].isdigit():
-                        try:
-                            value, timestamp = float(p[1]), int(p[2]) / 1000
-                        except (ValueError, OverflowError):
-                            value = None
+                    try:
+                        value, timestamp = float(p[1]), int(p[2]) / 1000
+                    except (ValueError, OverflowError):
+                        pass
+                else:
+                    try:
+                        value = float(tail)  # reads the blanks around one number; a timestamp makes it fail
+                    except ValueError:
+                        pass
         if value is not None:
             labels, key = entry
         else:
@@ -318,6 +328,9 @@ def parse_fast(text: str) -> list[Sample]:
             raise ExpositionError(lineno, "duplicate series")
         seen.add(series)
         append(new(Sample, (name, labels, value, timestamp)))
+    if known is not None:
+        known.clear()
+        known.update(cache)
     return samples
 
 

@@ -48,6 +48,8 @@ class VendorRows:
         self.cluster = cluster
         self.source = source or vendor.source
         self.via_prometheus = via_prometheus
+        # A scraped target's label strings of its last page, for exposition.parse_fast(text, known)
+        self.known: dict = {}
 
     def rows(
         self, samples: Iterable, ts_us: int, default_node: str | None = None, where=None

@@ -12,6 +12,7 @@ from gpuledger.collector.vendors.amd import AMD
 from gpuledger.collector.vendors.rows import VendorRows
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "accelerators"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "accelerators"
 TS = 1_800_000_000_000_000
 
 
@@ -29,6 +30,15 @@ def row(**kw):
         + ("pod", "namespace", "container")
     )
     return {"ts": TS, "cluster": "c", **base, "vendor": "amd", "source": "amd", **kw}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="no ../shared/data/accelerators here")
+def test_every_shared_file_is_copied():
+    # REAL and GOLDEN: the copies in tests/fixtures/accelerators are the shared folder's, byte for byte
+    shared = sorted(p.name for p in SHARED.glob("*.prom"))
+    assert shared and shared == sorted(p.name for p in FIX.glob("*.prom") if not p.name.startswith("synthetic-"))
+    for name in shared:
+        assert (FIX / name).read_bytes() == (SHARED / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("amd-*.prom")))
