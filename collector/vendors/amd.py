@@ -39,6 +39,8 @@ COLUMNS = {
     "gpu_ecc_correct_total": ("ecc_corrected_total", 1.0, 0),  # counts (M:974)
     "gpu_ecc_uncorrect_total": ("ecc_uncorrected_total", 1.0, 0),
 }
+# gpu_free_vram is no column: the docs call it the GPU's free VRAM (L:140), but the code computes it as total - used
+# (M:2621), no reading of its own, so it stays in gpu_fields as reported and mem_total_bytes comes from the total.
 NODE_METRICS = frozenset({"gpu_nodes_total"})  # "Number of GPUs in the node", hostname only (M:784)
 # Labels that index a metric within one GPU (metricslist.md's per-family labels): part of the gpu_fields name
 INDEX_LABELS = (
@@ -75,7 +77,8 @@ def _share(compute: str, model: str | None) -> float | None:
 
 
 def device(labels: Mapping[str, str], via_prometheus: bool) -> Device | Missing:
-    # The board serial names the GPU: it is a default label (M:41-56) and a partition carries its parent's
+    # The board serial names the GPU: it is a default label in the code (M:41-56; the docs' examples show fewer
+    # labels, L:401-443: the code is what runs) and a partition carries its parent's
     # (M:2092-2099). gpu_uuid is optional and off by default, so a GPU keeps one name whether it is on or not.
     # Pre-1.0 exporters wrote SERIAL_NUMBER / GPU_UUID.
     serial = first(labels, "serial_number", "SERIAL_NUMBER") or first(labels, "gpu_uuid", "GPU_UUID")

@@ -62,7 +62,9 @@ FAILED = -1.0
 
 def device(labels: Mapping[str, str], via_prometheus: bool) -> Device | Missing:
     chip = labels.get("id")
-    model = first(labels, "model_name", "name")  # npu_chip_info_name writes the model as `name` (N:121-124)
+    # The docs list model_name among every chip metric's labels (D:2011-2047); the code writes npu_chip_info_name's
+    # model as `name` (N:121-124, and so does the golden page). The code is what runs: both are read.
+    model = first(labels, "model_name", "name")
     pod, namespace, container = _pod(labels, via_prometheus)
     index = int(chip) if chip and chip.isdigit() else None
     vdev = labels.get("v_dev_id")
