@@ -61,7 +61,7 @@ FAILED = -1.0
 
 
 def device(labels: Mapping[str, str], via_prometheus: bool) -> Device | Missing:
-    chip = labels.get("id")
+    chip = labels.get("id") or labels.get("npuID")  # npu_container_info names the chip npuID (N:116-120)
     # The docs list model_name among every chip metric's labels (D:2011-2047); the code writes npu_chip_info_name's
     # model as `name` (N:121-124, and so does the golden page). The code is what runs: both are read.
     model = first(labels, "model_name", "name")
