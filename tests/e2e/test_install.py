@@ -49,6 +49,13 @@ COMMANDS = [
     ["enforcer", "check"],
     ["enforcer", "certs"],
     ["enforcer", "manifest"],
+    ["quota"],
+    ["quota", "request"],
+    ["quota", "approve"],
+    ["quota", "reject"],
+    ["quota", "list"],
+    ["quota", "kueue"],
+    ["reclaim"],
 ]
 
 POD = """
@@ -203,6 +210,13 @@ def test_each_command_runs_for_real_after_a_plain_install(fresh, tmp_path):
     assert r.returncode == 0 and (tmp_path / "tls" / "tls.crt").exists(), ok(r)
     r = _run(fresh, "enforcer", "manifest", "--tls-dir", str(tmp_path / "tls"))
     assert r.returncode == 0 and "ValidatingWebhookConfiguration" in r.stdout, ok(r)
+    # The governance commands (PyYAML for the Kueue objects; the kubernetes client only behind [k8s]).
+    r = _run(fresh, "quota", "list", "--lake", str(lake))
+    assert r.returncode == 0, ok(r)
+    r = _run(fresh, "quota", "kueue", "--lake", str(lake), "--model", "NVIDIA L4")
+    assert r.returncode == 0 and "kind: ClusterQueue" in r.stdout, ok(r)
+    r = _run(fresh, "reclaim", "--lake", str(lake))
+    assert r.returncode == 0, ok(r)
     # Without the [k8s] extra, the k8s source is one line naming the extra, not a traceback.
     r = _run(fresh, "collect", "--lake", str(lake), "--source", "k8s", "--once")
     assert r.returncode == 1 and "gpuledger[k8s]" in r.stderr and "Traceback" not in r.stderr, ok(r)
