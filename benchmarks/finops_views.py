@@ -48,6 +48,7 @@ RAW = {
     "health_events",
     "admission_decisions",
     "reclaim_actions",
+    "quota_events",
 }
 # Views over raw telemetry: asked about the last week like the tables they read (a year of samples is the cost the
 # whole-year gpu_samples line already shows; node_claims' own header says to filter on `date`).
@@ -96,6 +97,10 @@ QUERIES = {
     "node_claims": "SELECT cluster, node, count(*) AS days, sum(buckets) FROM node_claims GROUP BY ALL",
     "reclaim_actions": "SELECT tenant, action, result, count(*) FROM reclaim_actions GROUP BY ALL",
     "reclaim_savings": "SELECT tenant, month, sum(gpu_hours_freed_per_day) FROM reclaim_savings GROUP BY ALL",
+    "class_daily": "SELECT workload_class, date_trunc('month', day) m, sum(idle_gpu_hours), sum(cost_usd), "
+    "max(wait_p95_s) FROM class_daily GROUP BY ALL",
+    "quota_events": "SELECT tenant, action, count(*) FROM quota_events GROUP BY ALL",
+    "quota_requests": "SELECT tenant, state, sum(gpus) FROM quota_requests GROUP BY ALL",
 }
 # Views over other views: the tables whose files they read (the baseline reads those).
 SOURCES = {
@@ -105,6 +110,8 @@ SOURCES = {
     "tenant_daily": ("cost_daily", "job_hourly"),
     "node_claims": ("gpu_samples",),
     "reclaim_savings": ("reclaim_actions",),
+    "class_daily": ("job_hourly", "cost_allocation", "job_stats"),
+    "quota_requests": ("quota_events",),
 }
 
 
