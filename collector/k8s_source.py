@@ -44,6 +44,8 @@ class K8sSource:
         self._rows: list[dict] = []
         self._lock = threading.Lock()
         self.bad_pods = 0
+        self.accelerators = cfg.accelerator_resources()
+        self._unmapped: set[str] = set()  # pods already said to ask for an unmapped accelerator
         self.watcher = Watcher(
             self.core.list_pod_for_all_namespaces, self._on_pod, timeout_s=watch_timeout_s, keep=self._is_gpu_pod
         )
@@ -93,7 +95,7 @@ class K8sSource:
     # -- the watch ----------------------------------------------------------------------------------------
     def _is_gpu_pod(self, pod) -> bool:
         try:
-            return gpu_request(pod) is not None
+            return gpu_request(pod, self.accelerators) is not None
         except BadQuantity:
             return False
 
@@ -109,11 +111,24 @@ class K8sSource:
                 deleted=kind in ("DELETED", "VANISHED"),
                 owner_lookup=self.owners_of,
                 class_rules=self.cfg.classes,
+                accelerators=self.accelerators,
             )
         except BadQuantity as e:
             self.bad_pods += 1
             log.warning("k8s: skipping %s", e)
             return
+        if row is not None and row["gpu_sharing"] == "unmapped" and row["job_id"] not in self._unmapped:
+            # Said once a pod: its row is written with 0 GPUs, so quotas and costs do not count it until a config
+            # [[accelerators]] row maps the resource.
+            self._unmapped.add(row["job_id"])
+            req = gpu_request(pod, self.accelerators)
+            log.warning(
+                "k8s: pod %s/%s asks for %s, which looks like an accelerator but no [[accelerators]] row maps it: "
+                "recorded with 0 GPUs",
+                row["namespace"],
+                row["pod"],
+                ", ".join(req.unmapped if req else ()),
+            )
         if row is not None:
             with self._lock:
                 self._rows.append(row)

@@ -39,6 +39,7 @@ from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, s
 from gpuledger.errors import ConfigError
 from gpuledger.store import Store, is_url
 from gpuledger.store import problem as store_location_problem
+from gpuledger.vendors import VENDORS, Resource
 
 # Sources register a factory under a name in this entry-point group, the built-ins too (pyproject.toml), so a
 # third-party package adds one with no edit here. The core reads the names only; collector/sources.py loads them.
@@ -181,6 +182,21 @@ class ClassRule:
         if self.namespaces and namespace not in self.namespaces:
             return False
         return all(labels.get(k) == v for k, v in self.labels.items())
+
+
+@dataclass(frozen=True)
+class AcceleratorResource:
+    """One [[accelerators]] row: an extended resource name the device plugins' built-in names (gpuledger/vendors.py)
+    do not cover, or cover wrongly for this fleet, read as a GPU ask (docs/accelerators.md)."""
+
+    resource: str = key(doc="the extended resource name, e.g. `huawei.com/Ascend910-10c`", check=NOT_EMPTY)
+    vendor: str = key(doc="who makes the device", choices=VENDORS)
+    share: float = key(1.0, "the share of one physical device a unit holds (1: a whole device)", gt=0, le=1)
+    gpu_model: str = key("", "the model a unit is, named as for rates (empty: the node's)", shown="none")
+    profile: str = key("", "the partition template it is, as jobs.mig_profile shows (empty: a whole device)")
+
+    def read(self) -> Resource:
+        return Resource(self.vendor, self.share, self.profile or None, self.gpu_model or None)
 
 
 @dataclass(frozen=True)
@@ -548,6 +564,13 @@ class Config:
             "shown": "none (the owner chain decides)",
         },
     )
+    accelerators: tuple[AcceleratorResource, ...] = field(
+        default=(),
+        metadata={
+            "rows": "extended resource names read as GPU asks beyond the device plugins' built-in ones",
+            "shown": "none (nvidia.com, amd.com and huawei.com names are built in)",
+        },
+    )
     class_policy: dict[str, ClassPolicy] = field(
         default_factory=lambda: dict(DEFAULT_CLASS_POLICIES),
         metadata={
@@ -566,6 +589,10 @@ class Config:
 
     def tenant_of_namespace(self) -> dict[str, str]:
         return {ns: t.name for t in self.tenants for ns in t.namespaces}
+
+    def accelerator_resources(self) -> dict[str, Resource]:
+        """The [[accelerators]] rows by resource name, as `gpuledger.vendors.read_resource` takes them."""
+        return {a.resource: a.read() for a in self.accelerators}
 
 
 # Built-in defaults describe the simulated fleet, so `gpuledger up` works with no config file at all.
@@ -659,6 +686,8 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         values["classes"] = _classes(c, top["classes"])
     if "class_policy" in top:
         values["class_policy"] = _class_policy(c, top["class_policy"])
+    if "accelerators" in top:
+        values["accelerators"] = _accelerators(c, top["accelerators"])
     cfg = Config(source_file=source_file, **values)
 
     # Rules between keys.
@@ -757,6 +786,25 @@ def _classes(c: Walker, raw: Any) -> tuple[ClassRule, ...]:
             c.bad(where, "needs namespaces or labels (a rule without a selector would match every pod)")
         if len(c.problems) == n:
             out.append(ClassRule(**values))
+    return tuple(out)
+
+
+def _accelerators(c: Walker, raw: Any) -> tuple[AcceleratorResource, ...]:
+    if not isinstance(raw, list):
+        c.bad("accelerators", "expected an array of tables ([[accelerators]])")
+        return ()
+    out: list[AcceleratorResource] = []
+    for i, doc in enumerate(raw):
+        n = len(c.problems)
+        where = f"accelerators[{i}]"
+        values = c.values(c.table(doc, where, allowed(AcceleratorResource)), where, AcceleratorResource)
+        name = values.get("resource", "")
+        if name and "/" not in name:  # cpu, memory: not an extended resource, the row would never match
+            c.bad(f"{where}.resource", f"{name!r} is not an extended resource name (domain/name)")
+        if name in {a.resource for a in out}:
+            c.bad(f"{where}.resource", f"{name!r} is mapped twice")
+        if len(c.problems) == n:
+            out.append(AcceleratorResource(**values))
     return tuple(out)
 
 

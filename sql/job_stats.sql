@@ -11,7 +11,7 @@ SELECT
     CAST(queue AS VARCHAR) AS queue,                         -- VARCHAR: scheduler queue
     CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: GPU model
     CAST(gpus AS DOUBLE) AS gpus,                            -- DOUBLE: GPUs requested (fractional for shares)
-    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced or mig
+    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced, mig, partition (AMD, Ascend), unmapped (0 GPUs)
     CAST(status AS VARCHAR) AS status,                       -- VARCHAR: latest status
     CAST(reason AS VARCHAR) AS reason,                       -- VARCHAR: why it ended or waits
     CAST(node AS VARCHAR) AS node,                           -- VARCHAR: Kubernetes node / host name

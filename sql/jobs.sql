@@ -16,8 +16,8 @@ SELECT
     CAST(queue AS VARCHAR) AS queue,                         -- VARCHAR: scheduler queue (e.g. Kueue LocalQueue)
     CAST(gpu_model AS VARCHAR) AS gpu_model,                 -- VARCHAR: requested or granted GPU model
     CAST(gpus AS DOUBLE) AS gpus,                            -- DOUBLE: GPUs requested; fractional for shared GPUs (0.5 = half a GPU)
-    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced or mig
-    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: requested MIG profile, if any
+    CAST(gpu_sharing AS VARCHAR) AS gpu_sharing,             -- VARCHAR: exclusive, fraction, time-sliced, mig, partition (AMD, Ascend), unmapped (0 GPUs)
+    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: requested partition profile (MIG 1g.10gb, AMD cpx.nps4, Ascend310P-2c), if any
     CAST(submitted_at AS TIMESTAMP WITH TIME ZONE) AS submitted_at, -- TIMESTAMP WITH TIME ZONE: creation time, UTC
     CAST(scheduled_at AS TIMESTAMP WITH TIME ZONE) AS scheduled_at, -- TIMESTAMP WITH TIME ZONE: bound to a node, UTC
     CAST(started_at AS TIMESTAMP WITH TIME ZONE) AS started_at, -- TIMESTAMP WITH TIME ZONE: first container started, UTC

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from kubernetes.utils import parse_quantity
 
 from gpuledger.classify import classify, owner_of
 from gpuledger.config import ClassRule
 from gpuledger.mig import mig_share
+from gpuledger.vendors import Resource, read_resource, unknown
 
 GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
@@ -35,8 +36,22 @@ class BadQuantity(ValueError):
 @dataclass(frozen=True)
 class GpuRequest:
     gpus: float
-    sharing: str  # exclusive, fraction, time-sliced, mig
+    sharing: str  # exclusive, fraction, time-sliced, mig, partition (AMD CPX, Ascend vNPU), unmapped
     mig_profile: str | None = None
+    vendor: str | None = None  # nvidia, amd, huawei: whose device plugin's resource it asks; None for annotations
+    model: str | None = None  # the model the resource name or the config's [[accelerators]] row names
+    unmapped: tuple[str, ...] = ()  # resources that look like accelerators and that nothing maps: counted nowhere
+
+
+@dataclass
+class _Asks:
+    """What one container asks: whole devices, time-sliced replicas, partitions (profile -> count, share)."""
+
+    whole: float = 0.0
+    shared: float = 0.0
+    parts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    resources: dict[str, Resource] = field(default_factory=dict)  # the resources asked, read
+    unmapped: list[str] = field(default_factory=list)
 
 
 def _quantity(value: object, where: str) -> float:
@@ -49,51 +64,80 @@ def _quantity(value: object, where: str) -> float:
     return q
 
 
-def _amounts(container, where: str) -> tuple[float, float, dict[str, float]]:
-    """(whole GPUs, time-sliced replicas, MIG profile -> count) one container asks for."""
+def _amounts(container, where: str, extra: Mapping[str, Resource]) -> _Asks:
+    """What one container asks of accelerators, by the device plugins' resource names (gpuledger/vendors.py)."""
     res = container.resources
     amounts = dict((res.requests or {}) if res else {})
     amounts.update((res.limits or {}) if res else {})  # for extended resources limits are authoritative
     at = f"{where} container {container.name}"
-    mig = {k[len(MIG_PREFIX) :]: _quantity(v, f"{at} {k}") for k, v in amounts.items() if k.startswith(MIG_PREFIX)}
-    return (
-        _quantity(amounts.get(GPU, 0), f"{at} {GPU}"),
-        _quantity(amounts.get(GPU_SHARED, 0), f"{at} {GPU_SHARED}"),
-        mig,
-    )
+    out = _Asks()
+    for name, value in amounts.items():
+        if name == GPU_SHARED:
+            out.shared += _quantity(value, f"{at} {name}")
+            continue
+        r = read_resource(name, extra)
+        if r is None:
+            if unknown(name, extra):
+                out.unmapped.append(name)
+            continue
+        n = _quantity(value, f"{at} {name}")
+        if not n:
+            continue
+        out.resources[name] = r
+        if r.profile is None and r.share == 1.0:
+            out.whole += n
+        else:  # a MIG slice, an AMD partition, an Ascend vNPU, or a mapped share: its own profile's share
+            profile = r.profile or name.split("/", 1)[1]
+            count, _ = out.parts.get(profile, (0.0, r.share))
+            out.parts[profile] = (count + n, r.share)
+    return out
 
 
-def gpu_request(pod) -> GpuRequest | None:
-    """What the pod asks of GPUs, or None for a pod that asks for none."""
+def gpu_request(pod, extra: Mapping[str, Resource] | None = None) -> GpuRequest | None:
+    """What the pod asks of GPUs (NPUs too), or None for a pod that asks for none. `extra` is the config's
+    [[accelerators]] rows; a pod asking only for accelerator-like resources nothing maps is `unmapped`, 0 GPUs."""
+    extra = extra or {}
     where = f"pod {pod.metadata.namespace}/{pod.metadata.name}"
-    main = [_amounts(c, where) for c in pod.spec.containers or []]
-    init = [_amounts(c, where) for c in pod.spec.init_containers or []]
+    main = [_amounts(c, where, extra) for c in pod.spec.containers or []]
+    init = [_amounts(c, where, extra) for c in pod.spec.init_containers or []]
     # Containers run together (their requests add up); init containers run one at a time before them.
-    whole = max(sum(w for w, _, _ in main), max((w for w, _, _ in init), default=0.0))
-    shared = max(sum(s for _, s, _ in main), max((s for _, s, _ in init), default=0.0))
-    mig: dict[str, float] = {}
-    for _, _, m in main:
-        for profile, n in m.items():
-            mig[profile] = mig.get(profile, 0.0) + n
+    whole = max(sum(a.whole for a in main), max((a.whole for a in init), default=0.0))
+    shared = max(sum(a.shared for a in main), max((a.shared for a in init), default=0.0))
+    parts: dict[str, tuple[float, float]] = {}
+    for a in main:
+        for profile, (n, share) in a.parts.items():
+            parts[profile] = (parts.get(profile, (0.0, share))[0] + n, share)
+    asked = {k: r for a in main + init for k, r in a.resources.items()}
+    vendors = {r.vendor for r in asked.values()}
+    vendor = vendors.pop() if len(vendors) == 1 else None
+    models = {r.model for r in asked.values() if r.model}
+    model = models.pop() if len(models) == 1 else None
     ann = pod.metadata.annotations or {}
     for k, v in ann.items():
-        if k.startswith(MIG_PREFIX):
-            mig.setdefault(k[len(MIG_PREFIX) :], _quantity(v, f"{where} annotation {k}"))
+        if k.startswith(MIG_PREFIX) and k[len(MIG_PREFIX) :] not in parts:
+            profile = k[len(MIG_PREFIX) :]
+            parts[profile] = (_quantity(v, f"{where} annotation {k}"), mig_share(profile))
+            vendor = vendor or "nvidia"
     if whole:
-        return GpuRequest(whole, "exclusive")
-    if mig:
-        # One pod with several MIG profiles is rare; its share is the sum, its profile the first listed.
-        profile = next(iter(mig))
-        return GpuRequest(sum(n * mig_share(p) for p, n in mig.items()), "mig", profile)
+        return GpuRequest(whole, "exclusive", vendor=vendor, model=model)
+    if parts:
+        # One pod with several profiles is rare; its share is the sum, its profile the first listed.
+        profile = next(iter(parts))
+        sharing = "mig" if vendor == "nvidia" else "partition"
+        gpus = sum(n * share for n, share in parts.values())
+        return GpuRequest(gpus, sharing, profile, vendor, model)
     if shared:
         # A time-sliced replica: its share of the GPU depends on the node's replica count, which the pod
         # does not carry; count one replica as one GPU-slot and let analytics divide by the node's replicas.
-        return GpuRequest(shared, "time-sliced")
+        return GpuRequest(shared, "time-sliced", vendor="nvidia")
     for key in FRACTION_ANNOTATIONS:
         if key in ann:
             f = _quantity(ann[key], f"{where} annotation {key}")
             if f > 0:
                 return GpuRequest(f, "fraction")
+    unmapped = tuple(sorted({n for a in main + init for n in a.unmapped}))
+    if unmapped:
+        return GpuRequest(0.0, "unmapped", unmapped=unmapped)
     return None
 
 
@@ -193,10 +237,13 @@ def job_row(
     deleted: bool = False,
     owner_lookup: Callable[[str, str, str], list] | None = None,
     class_rules: Iterable[ClassRule] = (),
+    accelerators: Mapping[str, Resource] | None = None,
 ) -> dict | None:
     """The jobs row for this state of `pod`, or None when the pod asks for no GPU. Its workload class comes from
-    the pod, its owner chain and the config's [[classes]] `class_rules` (gpuledger/classify.py)."""
-    req = gpu_request(pod)
+    the pod, its owner chain and the config's [[classes]] `class_rules` (gpuledger/classify.py). `accelerators` are
+    the config's [[accelerators]] rows (Config.accelerator_resources); a pod asking only for accelerator-like
+    resources none maps gets a row with 0 GPUs and gpu_sharing `unmapped`: recorded, counted nowhere."""
+    req = gpu_request(pod, accelerators)
     if req is None:
         return None
     md = pod.metadata
@@ -222,7 +269,7 @@ def job_row(
         "namespace": md.namespace,
         "pod": md.name,
         "queue": next((labels[k] for k in QUEUE_LABELS if k in labels), None),
-        "gpu_model": None,  # known from the node (nodes table) or the GPU it got, not from the pod
+        "gpu_model": req.model,  # a config row's model; else known from the node or the GPU it got, not the pod
         "gpus": req.gpus,
         "gpu_sharing": req.sharing,
         "mig_profile": req.mig_profile,

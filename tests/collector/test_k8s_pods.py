@@ -151,3 +151,53 @@ def test_owner_chain_walks_to_the_top():
     assert top_owner(p, lambda kind, ns, name: chain.get((kind, name), [])) == ("JobSet", "llm")
     loop = {("RunaiJob", "frac-1"): [Ref("RunaiJob", "frac-1")]}
     assert top_owner(p, lambda kind, ns, name: loop.get((kind, name), [])) == ("RunaiJob", "frac-1")
+
+
+# -- other vendors' device plugins (derived: the reservation pod with the resource names the AMD and Ascend device
+# plugins register, gpuledger/vendors.py cites them) ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "limits,gpus,sharing,profile,vendor",
+    [
+        ({"amd.com/gpu": "2"}, 2.0, "exclusive", None, "amd"),
+        ({"huawei.com/Ascend910": "8"}, 8.0, "exclusive", None, "huawei"),
+        ({"huawei.com/Ascend310P": "1"}, 1.0, "exclusive", None, "huawei"),
+        # 3 CPX partitions of an MI300X, each 1 of its 8 XCDs: 3/8
+        ({"amd.com/cpx_nps4": "3"}, 3 / 8, "partition", "cpx.nps4", "amd"),
+        # one vNPU of 2 of a 310P's 8 AI cores: 1/4
+        ({"huawei.com/Ascend310P-2c": "1"}, 2 / 8, "partition", "Ascend310P-2c", "huawei"),
+        # an Ascend910 vNPU of 16 of 32 AI cores: half a chip
+        ({"huawei.com/Ascend910-16c": "1"}, 16 / 32, "partition", "Ascend910-16c", "huawei"),
+        ({"nvidia.com/gpu": "1"}, 1.0, "exclusive", None, "nvidia"),
+    ],
+)
+def test_other_vendors_resources_are_gpu_asks(limits, gpus, sharing, profile, vendor):
+    req = gpu_request(builders.deserialize(builders.derived_with_limits(limits)))
+    assert (req.sharing, req.mig_profile, req.vendor) == (sharing, profile, vendor)
+    assert req.gpus == pytest.approx(gpus)
+    r = row(builders.deserialize(builders.derived_with_limits(limits)))
+    assert r["gpus"] == pytest.approx(gpus) and r["gpu_model"] is None  # the model is the node's
+
+
+def test_unknown_accelerator_resource_is_recorded_with_no_gpus():
+    p = builders.deserialize(builders.derived_with_limits({"example.com/gpu-x": "2", "huawei.com/npu-core": "4"}))
+    req = gpu_request(p)
+    assert (req.gpus, req.sharing, req.unmapped) == (0.0, "unmapped", ("example.com/gpu-x", "huawei.com/npu-core"))
+    r = row(p)
+    assert (r["gpus"], r["gpu_sharing"], r["status"]) == (0.0, "unmapped", "running")  # recorded, counted nowhere
+
+
+def test_a_config_row_maps_the_unknown_resource_with_its_model_and_share():
+    from gpuledger.vendors import Resource
+
+    extra = {"example.com/gpu-x": Resource("amd", 0.5, "half", "AMD Instinct MI300X OAM")}
+    p = builders.deserialize(builders.derived_with_limits({"example.com/gpu-x": "3"}))
+    r = row(p, accelerators=extra)
+    # 3 units of half a GPU each = 1.5 GPUs, the model the row names
+    assert (r["gpus"], r["gpu_sharing"], r["mig_profile"]) == (1.5, "partition", "half")
+    assert r["gpu_model"] == "AMD Instinct MI300X OAM"
+
+
+def test_an_unknown_resource_beside_a_known_one_does_not_hide_it():
+    p = builders.deserialize(builders.derived_with_limits({"amd.com/gpu": "1", "example.com/gpu-x": "2"}))
+    req = gpu_request(p)
+    assert (req.gpus, req.sharing, req.vendor) == (1.0, "exclusive", "amd")

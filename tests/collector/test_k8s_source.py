@@ -7,7 +7,7 @@ import pytest
 
 from gpuledger.collector.k8s_source import K8sSource
 from gpuledger.collector.source import Batch
-from gpuledger.config import ClassRule, Config, Tenant
+from gpuledger.config import AcceleratorResource, ClassRule, Config, Tenant
 
 import builders
 from k8s_apiserver import RecordedApiServer
@@ -239,3 +239,24 @@ def test_workload_class_from_the_chain_the_label_and_the_config(api):
         "other",
         "training",
     ]
+
+
+def test_a_pod_asking_for_an_unmapped_accelerator_is_recorded_and_said_once(api, caplog):
+    npu = builders.derived_with_limits({"acme.com/npu": "1"})
+    npu["metadata"]["uid"] = "55555555-0000-4000-8000-000000000005"
+    api.emit("ADDED", npu)
+    api.emit("MODIFIED", npu)
+    api.emit("ADDED", RUNNING)
+    src = source(api)
+    with caplog.at_level("WARNING"):
+        src.watcher.watch_once()
+    rows = drain(src)
+    unmapped = [r for r in rows if r["job_id"] == "55555555-0000-4000-8000-000000000005"]
+    assert unmapped and all((r["gpus"], r["gpu_sharing"]) == (0.0, "unmapped") for r in unmapped)
+    said = [m for m in caplog.messages if "acme.com/npu" in m]
+    assert len(said) == 1 and "runai-reservation/" in said[0] and "recorded with 0 GPUs" in said[0]
+    # mapped by the config, the same pod counts one GPU
+    mapped = Config(cluster="c", tenants=CFG.tenants, accelerators=(AcceleratorResource("acme.com/npu", "huawei"),))
+    src = source(api, mapped)
+    src.watcher.watch_once()
+    assert {r["gpus"] for r in drain(src) if r["job_id"].startswith("5555")} == {1.0}
