@@ -18,7 +18,8 @@ from gpuledger.classify import classify_object
 from gpuledger.config import DEFAULT_CLASS_POLICIES, ClassPolicy, ClassRule, Config, EnforcerConfig
 from gpuledger.enforcer import policies
 from gpuledger.enforcer.review import Review, allow, deny
-from gpuledger.enforcer.workload import AskError, ask, controller_kind
+from gpuledger.enforcer.workload import Ask, AskError, ask, controller_kind
+from gpuledger.vendors import Resource
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,17 @@ class Settings:
     priority_classes: tuple[tuple[float, str], ...] = ((0.5, "gpu-high"), (0.25, "gpu-normal"), (0.0, "gpu-low"))
     class_rules: tuple[ClassRule, ...] = ()
     class_policy: Mapping[str, ClassPolicy] = field(default_factory=lambda: dict(DEFAULT_CLASS_POLICIES))
+    # the config's [[accelerators]]: resource names read as GPU asks beside the built-in ones (gpuledger/vendors.py)
+    accelerators: Mapping[str, Resource] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cfg: Config) -> Settings:
         return cls(
-            cfg.tenant_of_namespace(), cfg.enforcer, class_rules=tuple(cfg.classes), class_policy=cfg.class_policy
+            cfg.tenant_of_namespace(),
+            cfg.enforcer,
+            class_rules=tuple(cfg.classes),
+            class_policy=cfg.class_policy,
+            accelerators=cfg.accelerator_resources(),
         )
 
     @functools.cached_property
@@ -188,8 +195,37 @@ def decide(
 
     `labelled`: namespace -> tenant from the namespaces' labels, for namespaces the config does not map."""
     wc = workload_class(review, s) if review.operation in ("CREATE", "UPDATE") else None
-    o = _decide(review, table, s, recent, now, mutate, labelled, wc)
+    a: Ask | AskError | None = None
+    if review.operation in ("CREATE", "UPDATE") and review.obj is not None:
+        try:
+            a = ask(review.kind, review.obj, s.accelerators)
+        except AskError as e:
+            a = e
+    o = _decide(review, table, s, recent, now, mutate, labelled, wc, a)
+    if isinstance(a, Ask) and a.unmapped and not mutate:  # said once, by /validate
+        o = _unmapped(review, o, a.unmapped)
     return dataclasses.replace(o, workload_class=wc) if wc is not None else o
+
+
+def _unmapped(review: Review, o: Outcome, names: tuple[str, ...]) -> Outcome:
+    """The outcome with a warning naming the accelerator-like resources no rule or [[accelerators]] row maps: the
+    object is admitted (unless a policy denies it for the GPUs it does ask), and those are counted nowhere."""
+    what = f"{review.kind} {review.namespace}/{review.name or '(generated)'}"
+    msg = (
+        f"{what} asks for {', '.join(names)}, which looks like an accelerator but no [[accelerators]] row in "
+        "gpuledger's config maps it: not counted in any quota or budget"
+    )
+    response = o.response["response"]
+    warnings = [msg, *response.get("warnings", [])]
+    if response["allowed"]:
+        new = allow(response["uid"], warnings)
+        if "patch" in response:  # keep /mutate's patch as it was (never reached: /mutate does not warn of it)
+            new["response"] |= {k: response[k] for k in ("patch", "patchType")}
+    else:
+        st = response["status"]
+        new = deny(response["uid"], st["message"], st["reason"], st["code"], warnings)
+    reason = f"{msg}; {o.reason}" if o.reason else msg
+    return dataclasses.replace(o, response=new, decision="warn" if o.decision == "allow" else o.decision, reason=reason)
 
 
 def _decide(
@@ -201,6 +237,7 @@ def _decide(
     mutate: bool,
     labelled: Mapping[str, str] | None,
     wc: str | None,
+    a: Ask | AskError | None,
 ) -> Outcome:
     uid = review.uid
     policy = s.class_policy.get(wc) if wc is not None else None
@@ -214,14 +251,12 @@ def _decide(
     tenant = s.tenant_of_namespace.get(review.namespace)
     if tenant is None and labelled is not None:
         tenant = labelled.get(review.namespace)
-    if review.operation not in ("CREATE", "UPDATE") or review.obj is None:
+    if a is None:  # not a CREATE or UPDATE, or no object
         return plain()
-    try:
-        a = ask(review.kind, review.obj)
-    except AskError as e:
+    if isinstance(a, AskError):
         if mutate:  # the validating call refuses it, once
             return plain()
-        msg = f"{review.kind} {review.namespace}/{review.name or '(generated)'}: {e}"
+        msg = f"{review.kind} {review.namespace}/{review.name or '(generated)'}: {a}"
         return Outcome(
             deny(uid, msg, reason="BadRequest", code=400), "deny", "request", "enforce", msg, tenant, None, 0
         )

@@ -15,13 +15,21 @@ whole, non-negative number of GPUs: "1.5", "500m", "abc" or -1 is an AskError na
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuledger.mig import mig_share
+from gpuledger.vendors import Resource, read_resource, unknown
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"  # nvidia.com/mig-1g.10gb: one MIG slice of that profile
-MODEL_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
+# amd.com/gpu.product-name is the AMD GPU Operator's node labeller's (AMD_Instinct_MI300X_OAM)
+MODEL_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "amd.com/gpu.product-name",
+)
 _WHOLE = re.compile(r"^\+?[0-9]+$")
 # What Kubernetes can hold: a quantity is at most an int64, a pod count (parallelism, replicas, count) an int32.
 # Past these a request cannot come from the API server, and the arithmetic on them (floats) would overflow.
@@ -39,9 +47,11 @@ class Template:
 
     pointer: str  # "" for a Pod itself; "/spec/template" for a Job; ...
     replicas: int
-    gpus: int  # whole GPUs per pod
-    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> slices per pod
+    gpus: int  # whole GPUs per pod, of any vendor (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910...)
+    mig: dict[str, int] = field(default_factory=dict)  # partition profile (MIG, AMD CPX, vNPU) -> units per pod
     model: str | None = None  # the GPU model the pod's node selector or affinity names
+    shares: dict[str, float] = field(default_factory=dict)  # profile -> one unit's share of a device, if not MIG's
+    unmapped: tuple[str, ...] = ()  # accelerator-like resources nothing maps: admitted with a warning, not counted
 
 
 @dataclass(frozen=True)
@@ -71,10 +81,17 @@ class Ask:
         return self.gpus > 0 or bool(self.mig)
 
     @property
+    def unmapped(self) -> tuple[str, ...]:
+        """Accelerator-like resource names the object asks for that no rule or config row maps, sorted."""
+        return tuple(sorted({n for t in self.templates for n in t.unmapped}))
+
+    @property
     def gpu_share(self) -> float:
-        """GPUs asked, whole ones plus MIG slices as their share of a GPU (7 x 1g.10gb = 1), as the analytics count
-        allocations: what the quota, budget and idle-hog policies weigh."""
-        return self.gpus + sum(n * mig_share(p) for p, n in self.mig.items())
+        """GPUs asked, whole ones plus partitions as their share of a device (7 x 1g.10gb = 1, 8 x cpx_nps4 = 1,
+        4 x Ascend310P-2c = 1), as the analytics count allocations: what the quota, budget and idle-hog policies
+        weigh."""
+        shares = {p: sh for t in self.templates for p, sh in t.shares.items()}
+        return self.gpus + sum(n * shares.get(p, mig_share(p)) for p, n in self.mig.items())
 
 
 def quantity(value, where: str) -> int:
@@ -114,26 +131,39 @@ def _count(value, where: str, default: int = 1) -> int:
     return value
 
 
-def _container_gpus(c: dict, where: str) -> tuple[int, dict[str, int]]:
+def _container_gpus(
+    c: dict, where: str, extra: Mapping[str, Resource]
+) -> tuple[int, dict[str, int], dict[str, float], list[str], set[str]]:
+    """(whole devices, partition profile -> units, profile -> share when not MIG's, unmapped names, the models
+    config rows name) of one container, by the device plugins' resource names (gpuledger/vendors.py) and the
+    config's [[accelerators]]."""
     res = c.get("resources") or {}
     if not isinstance(res, dict):
         raise AskError(f"{where}.resources: expected an object")
     limits, requests = res.get("limits") or {}, res.get("requests") or {}
     if not isinstance(limits, dict) or not isinstance(requests, dict):
         raise AskError(f"{where}.resources: limits and requests must be objects")
-    gpus, mig = 0, {}
+    gpus, mig, shares, unmapped, models = 0, {}, {}, [], set()
     for key in {*limits, *requests}:
-        if key != GPU and not key.startswith(MIG_PREFIX):
+        r = read_resource(key, extra)
+        if r is None:
+            if unknown(key, extra):
+                unmapped.append(key)
             continue
         given = limits.get(key, requests.get(key))
         n = quantity(given, f"{where}.resources.{'limits' if key in limits else 'requests'}[{key}]")
         if key in limits and key in requests and quantity(requests[key], f"{where}.resources.requests[{key}]") != n:
             raise AskError(f"{where}.resources: {key} request {requests[key]!r} differs from its limit {given!r}")
-        if key == GPU:
-            gpus = n
+        if n and r.model:
+            models.add(r.model)
+        if r.profile is None and r.share == 1.0:
+            gpus += n
         elif n:
-            mig[key[len(MIG_PREFIX) :]] = n
-    return gpus, mig
+            profile = r.profile or key.split("/", 1)[1]
+            mig[profile] = mig.get(profile, 0) + n
+            if not key.startswith(MIG_PREFIX):
+                shares[profile] = r.share
+    return gpus, mig, shares, unmapped, models
 
 
 def _model(spec: dict) -> str | None:
@@ -153,29 +183,40 @@ def _model(spec: dict) -> str | None:
     return None
 
 
-def pod_spec_gpus(spec, where: str) -> tuple[int, dict[str, int], str | None]:
-    """(whole GPUs, MIG slices, model) of one pod spec, by the effective-request rule."""
+def pod_spec_gpus(
+    spec, where: str, extra: Mapping[str, Resource] | None = None
+) -> tuple[int, dict[str, int], str | None]:
+    """(whole GPUs, partition units, model) of one pod spec, by the effective-request rule."""
+    t = _spec_template(spec, where, extra or {}, "", 1)
+    return t.gpus, t.mig, t.model
+
+
+def _spec_template(spec, where: str, extra: Mapping[str, Resource], pointer: str, replicas: int) -> Template:
     if not isinstance(spec, dict):
         raise AskError(f"{where}: expected a pod spec object")
     containers = spec.get("containers")
     if not isinstance(containers, list):
         raise AskError(f"{where}.containers: missing or not a list")
-    total, mig = 0, {}
+    total, mig, shares, unmapped, models = 0, {}, {}, [], set()
     for i, c in enumerate(containers):
-        g, m = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.containers[{i}]")
+        g, m, sh, un, md = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.containers[{i}]", extra)
         total += g
         for k, n in m.items():
             mig[k] = mig.get(k, 0) + n
+        shares, unmapped, models = shares | sh, unmapped + un, models | md
     init = spec.get("initContainers") or []
     for i, c in enumerate(init if isinstance(init, list) else []):
-        g, m = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.initContainers[{i}]")
+        g, m, sh, un, md = _container_gpus(c if isinstance(c, dict) else {}, f"{where}.initContainers[{i}]", extra)
         total = max(total, g)
         for k, n in m.items():
             mig[k] = max(mig.get(k, 0), n)
-    return total, mig, _model(spec)
+        shares, unmapped, models = shares | sh, unmapped + un, models | md
+    # the node selector's model, else the one a config [[accelerators]] row names for the resources asked
+    model = _model(spec) or (models.pop() if len(models) == 1 else None)
+    return Template(pointer, replicas, total, mig, model, shares, tuple(sorted(set(unmapped))))
 
 
-def _template(obj: dict, pointer: str, replicas: int) -> Template:
+def _template(extra: Mapping[str, Resource], obj: dict, pointer: str, replicas: int) -> Template:
     node = obj
     for part in pointer.strip("/").split("/") if pointer else []:
         if isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -188,8 +229,7 @@ def _template(obj: dict, pointer: str, replicas: int) -> Template:
     spec = node.get("spec") if isinstance(node, dict) else None
     if spec is None:
         raise AskError(f"{where}: missing (an object without a pod spec)")
-    gpus, mig, model = pod_spec_gpus(spec, where)
-    return Template(pointer, replicas, gpus, mig, model)
+    return _spec_template(spec, where, extra, pointer, replicas)
 
 
 def _items(parent: dict, key: str, where: str) -> list[dict]:
@@ -222,19 +262,23 @@ def controller_kind(obj) -> str | None:
     return None
 
 
-def ask(kind: str, obj) -> Ask:
-    """The GPUs `obj` (of Kubernetes `kind`) runs at once. Kinds without pods ask for nothing."""
+def ask(kind: str, obj, accelerators: Mapping[str, Resource] | None = None) -> Ask:
+    """The GPUs `obj` (of Kubernetes `kind`) runs at once. Kinds without pods ask for nothing. `accelerators` are the
+    config's [[accelerators]] rows (Config.accelerator_resources), read beside the built-in resource names."""
+    extra = accelerators or {}
     if not isinstance(obj, dict):
         raise AskError("object: expected a Kubernetes object")
     spec = obj.get("spec")
     if kind == "Pod":
-        return Ask(kind, (_template(obj, "", 1),))
+        return Ask(kind, (_template(extra, obj, "", 1),))
     if kind not in ("Job", "JobSet", "RayJob", "RayCluster", "Workload"):
         return Ask(kind, ())
     if not isinstance(spec, dict):
         raise AskError("object.spec: missing (an object without spec)")
     if kind == "Job":
-        return Ask(kind, (_template(obj, "/spec/template", _count(spec.get("parallelism"), "spec.parallelism")),))
+        return Ask(
+            kind, (_template(extra, obj, "/spec/template", _count(spec.get("parallelism"), "spec.parallelism")),)
+        )
     if kind == "JobSet":
         out = []
         for i, rj in enumerate(_items(spec, "replicatedJobs", "spec")):
@@ -244,19 +288,21 @@ def ask(kind: str, obj) -> Ask:
                 f"spec.replicatedJobs[{i}].template.spec",
             )
             par = _count(job.get("parallelism"), f"spec.replicatedJobs[{i}].template.spec.parallelism")
-            out.append(_template(obj, f"/spec/replicatedJobs/{i}/template/spec/template", replicas * par))
+            out.append(_template(extra, obj, f"/spec/replicatedJobs/{i}/template/spec/template", replicas * par))
         return Ask(kind, tuple(out))
     if kind in ("RayJob", "RayCluster"):
         base = "/spec/rayClusterSpec" if kind == "RayJob" else "/spec"
         cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
         if not isinstance(cluster, dict):
             return Ask(kind, ())  # a RayJob on an existing cluster (clusterSelector) starts no GPU pods
-        out = [_template(obj, f"{base}/headGroupSpec/template", 1)] if cluster.get("headGroupSpec") else []
+        out = [_template(extra, obj, f"{base}/headGroupSpec/template", 1)] if cluster.get("headGroupSpec") else []
         for i, g in enumerate(_items(cluster, "workerGroupSpecs", base[1:].replace("/", "."))):
             n = _count(g.get("replicas", g.get("minReplicas")), f"{base[1:]}.workerGroupSpecs[{i}].replicas")
-            out.append(_template(obj, f"{base}/workerGroupSpecs/{i}/template", n))
+            out.append(_template(extra, obj, f"{base}/workerGroupSpecs/{i}/template", n))
         return Ask(kind, tuple(out))
     out = []  # kueue Workload
     for i, ps in enumerate(_items(spec, "podSets", "spec")):
-        out.append(_template(obj, f"/spec/podSets/{i}/template", _count(ps.get("count"), f"spec.podSets[{i}].count")))
+        out.append(
+            _template(extra, obj, f"/spec/podSets/{i}/template", _count(ps.get("count"), f"spec.podSets[{i}].count"))
+        )
     return Ask(kind, tuple(out))
