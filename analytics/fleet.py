@@ -12,6 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.analytics.sums import exact_sum
+from gpuledger.vendors import has_vendor, vendor_expr
 
 TICKS_PER_HOUR = 12  # queue_depth's 5-minute ticks
 UNKNOWN_MODEL = "unknown"
@@ -20,7 +21,8 @@ UNKNOWN_MODEL = "unknown"
 def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
     key = ["cluster", "gpu_model", "hour"]
     supply = (
-        hourly.filter(pl.col("parent_gpu_uuid").is_null())
+        has_vendor(hourly)
+        .filter(pl.col("parent_gpu_uuid").is_null())
         .rename({"model": "gpu_model"})
         # dcgm-exporter before 2.x's modelName label names no model: such GPUs still count, as "unknown".
         .with_columns(pl.col("gpu_model").fill_null(UNKNOWN_MODEL))
@@ -30,6 +32,7 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
             exact_sum(pl.col("allocated_ratio").fill_null(0.0)).alias("allocated_gpus"),
             exact_sum(pl.col("busy_ratio").fill_null(0.0)).alias("busy_gpus"),
             (exact_sum(pl.col("energy_wh").fill_null(0.0)) / 1000).alias("energy_kwh"),
+            pl.col("vendor").drop_nulls().first(),
         )
     )
     waiting = (
@@ -50,7 +53,10 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
             *(pl.col(c).fill_null(0.0) for c in ("pending_gpus", "pending_gpus_max")),
             pl.col("pending_jobs_max").fill_null(0),
         )
-        .with_columns((pl.col("allocated_gpus") + pl.col("pending_gpus")).alias("demand_gpus"))
+        # an hour with only waiting jobs of a model has no samples: its vendor is the model name's
+        .with_columns(
+            (pl.col("allocated_gpus") + pl.col("pending_gpus")).alias("demand_gpus"), vendor_expr("gpu_model")
+        )
         .select(
             "hour",
             "cluster",
@@ -63,6 +69,7 @@ def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
             "pending_jobs_max",
             "demand_gpus",
             "energy_kwh",
+            "vendor",
         )
         .sort("hour", "cluster", "gpu_model")
     )

@@ -11,6 +11,7 @@ import datetime as dt
 import polars as pl
 
 from gpuledger.analytics.sums import exact_sum
+from gpuledger.vendors import has_vendor, vendor_expr
 
 # A sample is one GPU at one instant: the same (cluster, gpu_uuid, ts) written twice (an overlapping simulate, a
 # spool replayed after its flush had landed) is one sample. The lake is append-only, so readers count it once.
@@ -63,9 +64,11 @@ def rollup_5min(samples: pl.LazyFrame, distinct: bool = False, index: bool = Fal
     # bucket; unknown for a lone sample. No sort needed, so the group-by streams.
     covered_s = pl.when(n > 1).then((span_s * n / (n - 1)).clip(upper_bound=300.0))
     return (
-        samples.group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", bucket)
+        has_vendor(samples)
+        .group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", bucket)
         .agg(
             pl.col("model").drop_nulls().last(),
+            pl.col("vendor").drop_nulls().last(),
             n.cast(pl.Int64).alias("samples"),
             pl.col("pod").is_not_null().mean().alias("allocated_ratio"),
             (pl.col("util_gpu_pct") > 0).mean().alias("busy_ratio"),
@@ -77,7 +80,7 @@ def rollup_5min(samples: pl.LazyFrame, distinct: bool = False, index: bool = Fal
             *([pl.col("ts").n_unique().cast(pl.Int64).alias("_distinct")] if distinct else []),
             *([pl.col("gpu_index").min().alias("_gpu_index")] if index else []),
         )
-        .with_columns(pl.col("bucket_start").dt.date().alias("date"))
+        .with_columns(pl.col("bucket_start").dt.date().alias("date"), vendor_expr())
     )
 
 
@@ -102,12 +105,14 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
     # in the last bit between two runs of one lake (4 of 576 rows), and between a local run and a Dask worker's.
     sums = [exact_sum(pl.col(f"_{c}_x")).alias(f"_{c}_x") for c in means] + [pl.col(f"_{c}_n").sum() for c in means]
     return (
-        five_min.with_columns(*weights, pl.col("energy_wh").is_not_null().alias("_energy_known"))
+        has_vendor(five_min)
+        .with_columns(*weights, pl.col("energy_wh").is_not_null().alias("_energy_known"))
         .group_by(
             "cluster", "node", "gpu_uuid", "parent_gpu_uuid", pl.col("bucket_start").dt.truncate("1h").alias("hour")
         )
         .agg(
             pl.col("model").drop_nulls().last(),
+            pl.col("vendor").drop_nulls().last(),
             s.sum().alias("samples"),
             *sums,
             pl.col("mem_used_bytes_max").max(),
@@ -118,6 +123,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             *[pl.when(pl.col(f"_{c}_n") > 0).then(pl.col(f"_{c}_x") / pl.col(f"_{c}_n")).alias(c) for c in means],
             pl.when(pl.col("_energy_known")).then(pl.col("energy_wh")).alias("energy_wh"),
             pl.col("hour").dt.date().alias("date"),
+            vendor_expr(),  # gpu_5min files written before the column read it back as null
         )
         .select(
             "cluster",
@@ -134,6 +140,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             "mem_used_bytes_max",
             "power_w_mean",
             "energy_wh",
+            "vendor",
             "date",
         )
     )

@@ -396,6 +396,12 @@ GPU_HOURLY = Table(
         _c("mem_used_bytes_max", pl.Int64, "peak memory used"),
         _c("power_w_mean", pl.Float64, "mean power draw"),
         _c("energy_wh", pl.Float64, "power_w_mean x hours covered by samples"),
+        _c(
+            "vendor",
+            pl.String,
+            "nvidia, amd or huawei: the samples' vendor, else the model's (gpuledger/vendors.py)",
+            late=True,
+        ),
         _DATE,
     ),
 )
@@ -693,6 +699,12 @@ FLEET_HOURLY = Table(
         _c("pending_jobs_max", pl.Int64, "the most jobs waiting at one tick of the hour", False),
         _c("demand_gpus", pl.Float64, "allocated_gpus + pending_gpus: what was asked for", False),
         _c("energy_kwh", pl.Float64, "energy of those GPUs in the hour", False),
+        _c(
+            "vendor",
+            pl.String,
+            "nvidia, amd or huawei (gpuledger/vendors.py); null for a model no rule names",
+            late=True,
+        ),
         _DATE,
     ),
 )

@@ -31,6 +31,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import polars as pl
+
 from gpuledger.mig import mig_share
 
 VENDORS = ("nvidia", "amd", "huawei")
@@ -53,6 +55,26 @@ def vendor_of(model: str | None, vendor: str | None = None) -> str | None:
         if rule.search(words):
             return name
     return None
+
+
+def _vendors_of(models: pl.Series) -> pl.Series:
+    # once per distinct model: a day of samples is millions of rows and a handful of models
+    table = {m: vendor_of(m) for m in models.unique().drop_nulls().to_list()}
+    return models.replace_strict(table, default=None, return_dtype=pl.String)
+
+
+def vendor_expr(model: str = "model", vendor: str | None = "vendor") -> pl.Expr:
+    """`vendor_of` as a polars expression: the `vendor` column where it is set, else the vendor the `model` column's
+    name says (the rollups and the exporter: rows from before gpu_samples had `vendor` read back as null)."""
+    guess = pl.col(model).map_batches(_vendors_of, return_dtype=pl.String, is_elementwise=True)
+    return (pl.coalesce(pl.col(vendor), guess) if vendor else guess).alias("vendor")
+
+
+def has_vendor(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The frame with a `vendor` column, null where it had none (a frame built before the column, or by hand)."""
+    if "vendor" in frame.collect_schema().names():
+        return frame
+    return frame.with_columns(pl.lit(None, pl.String).alias("vendor"))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ SELECT
     CAST(pending_jobs_max AS BIGINT) AS pending_jobs_max,    -- BIGINT: the most jobs waiting at one tick of the hour
     CAST(demand_gpus AS DOUBLE) AS demand_gpus,              -- DOUBLE: allocated_gpus + pending_gpus: what was asked for
     CAST(energy_kwh AS DOUBLE) AS energy_kwh,                -- DOUBLE: energy of those GPUs in the hour
+    CAST(vendor AS VARCHAR) AS vendor,                       -- VARCHAR: nvidia, amd or huawei (gpuledger/vendors.py); null for a model no rule names
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/fleet_hourly/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/fleet_hourly/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor WHERE false);

@@ -18,6 +18,8 @@ SELECT
     CAST(mem_used_bytes_max AS BIGINT) AS mem_used_bytes_max, -- BIGINT: peak memory used
     CAST(power_w_mean AS DOUBLE) AS power_w_mean,            -- DOUBLE: mean power draw
     CAST(energy_wh AS DOUBLE) AS energy_wh,                  -- DOUBLE: power_w_mean x hours covered by samples
+    CAST(vendor AS VARCHAR) AS vendor,                       -- VARCHAR: nvidia, amd or huawei: the samples' vendor, else the model's (gpuledger/vendors.py)
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_5min/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_5min/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor WHERE false);
