@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 
 from gpuledger.analytics.exporter.tables import BASELINE_DAYS, Tables
+from gpuledger.vendors import vendor_of
 
 UNKNOWN = "unknown"  # the label value of a null in the lake
 ALL_MODELS = "*"  # gpu_model of a tenant's all-models quota row (the config's quota key for all models)
@@ -166,7 +167,10 @@ METRICS: dict[str, Spec] = {
         "C*M*4",
     ),
     "gpuledger_gpu_model": Spec(
-        "info", M, "Static attributes of the model: memory_bytes of one GPU, driver_version(s) seen", "C*M"
+        "info",
+        M,
+        "Static attributes of the model: vendor (nvidia, amd, huawei), memory_bytes of one GPU, driver_version(s) seen",
+        "C*M",
     ),
     # -- health: counters over every event the lake holds -----------------------------------------------------------
     "gpuledger_gpu_xid_events": Spec(
@@ -443,9 +447,15 @@ def _model(t: Tables) -> Iterator[Metric | None]:
 
 
 def _info(t: Tables) -> InfoMetricFamily | None:
-    """One series per cluster and model (so a group_left join on them is one-to-one): its memory and the driver
-    versions its GPUs reported in the last complete hour, comma-separated when several."""
+    """One series per cluster and model (so a group_left join is one-to-one): its vendor, its memory and the driver
+    versions its GPUs reported in the last complete hour, comma-separated when several. The vendor is an info
+    value, not a label of the model series: it is a function of the model, so it adds no series, and a figure is
+    grouped by vendor with `group_left (vendor)`."""
     attrs: dict[tuple[str, str], dict[str, set[str]]] = {}
+    vendor: dict[tuple[str, str], str] = {}
+    if not t.fleet.is_empty() and "vendor" in t.fleet.columns:  # the samples' own vendor, where they had one
+        for r in _named(t.fleet, M).drop_nulls("vendor").iter_rows(named=True):
+            vendor[(r["cluster"], r["gpu_model"])] = r["vendor"]
     for frame, cols in ((t.inventory, ("mem_bytes",)), (t.drivers, ("mem_bytes", "driver_version"))):
         if frame.is_empty():
             continue
@@ -461,6 +471,7 @@ def _info(t: Tables) -> InfoMetricFamily | None:
     info = InfoMetricFamily(name, METRICS[name].help, labels=list(M))
     for (cluster, model), a in sorted(attrs.items()):
         values = {k: ",".join(sorted(v)) or UNKNOWN for k, v in a.items()}
+        values["vendor"] = vendor_of(model, vendor.get((cluster, model))) or UNKNOWN
         info.add_metric([cluster, model], values)
     return info
 

@@ -67,7 +67,8 @@ QUERIES = {
     "quantile_cont(queue_s, 0.9) AS p90, quantile_cont(queue_s, 0.99) AS p99 FROM job_stats j JOIN r "
     f"ON j.cluster = r.cluster WHERE j.scheduled_at > r.now - INTERVAL {WAIT_WINDOW_H} HOUR "
     "AND j.scheduled_at <= r.now GROUP BY ALL",
-    "fleet": RUNS + "SELECT f.cluster, f.gpu_model, f.gpus, f.allocated_gpus, f.busy_gpus FROM fleet_hourly f "
+    "fleet": RUNS
+    + "SELECT f.cluster, f.gpu_model, f.gpus, f.allocated_gpus, f.busy_gpus, f.vendor FROM fleet_hourly f "
     "JOIN r ON f.cluster = r.cluster AND f.hour = r.h WHERE f.date >= $since",
     "fragmentation": RUNS + "SELECT f.cluster, f.gpu_model, f.free_gpus, f.frag_rate, f.stranded_1gpu, "
     "f.stranded_2gpu, f.stranded_4gpu, f.stranded_8gpu FROM fragmentation f JOIN r ON f.cluster = r.cluster "

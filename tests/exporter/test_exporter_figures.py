@@ -92,9 +92,12 @@ def test_model_figures(case):
     assert value(s, "gpuledger_fragmentation_free_gpus", **m) == 4
     stranded = {n: value(s, "gpuledger_fragmentation_stranded_gpus", **m, job_gpus=n) for n in ("1", "2", "4", "8")}
     assert stranded == {"1": 1, "2": 0, "4": 2, "8": 4}
-    info = value(s, "gpuledger_gpu_model_info", **m, memory_bytes="85520809984", driver_version="550.54.15")
+    info = value(
+        s, "gpuledger_gpu_model_info", **m, memory_bytes="85520809984", driver_version="550.54.15", vendor="nvidia"
+    )
     assert info == 1
     b200 = dict(cluster="default", gpu_model=B200, memory_bytes=str(192 * 2**30), driver_version="unknown")
+    b200["vendor"] = "nvidia"  # from its name: no samples of it carry a vendor
     assert value(s, "gpuledger_gpu_model_info", **b200) == 1
     # health: counters over the whole table; the node missing from the inventory is model "unknown"
     assert value(s, "gpuledger_gpu_xid_events_total", **m, xid="79") == 2

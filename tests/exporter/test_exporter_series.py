@@ -25,6 +25,7 @@ BOUNDED = {
     "xid",
     "memory_bytes",
     "driver_version",
+    "vendor",  # an info value of gpuledger_gpu_model_info, a function of gpu_model: no series of its own
 }
 
 
