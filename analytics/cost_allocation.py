@@ -32,6 +32,7 @@ from gpuledger import schema
 from gpuledger.analytics.cost import _max_of_request_and_use, rate_frame, split_days
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Rate, match_model
+from gpuledger.vendors import vendor_expr
 
 UTC = dt.timezone.utc
 _US = pl.Datetime("us", "UTC")
@@ -274,6 +275,7 @@ def cost_allocation(
             (pl.col("gpu_hours") * pl.col("usd_per_gpu_hour")).alias("cost_usd"),
             pl.lit(method).alias("method"),
             pl.col("period_start").dt.date().alias("date"),
+            vendor_expr("gpu_model", None),  # FOCUS x_GpuVendor; the rate card names models, not vendors
         )
         .select(
             "period_start",
@@ -295,6 +297,7 @@ def cost_allocation(
             "pod",
             "slice_uuid",
             "method",
+            "vendor",
             "date",
         )
         .sort("period_start", "gpu_uuid", "job_id", "slice_uuid", "cluster", nulls_last=True)

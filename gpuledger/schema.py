@@ -575,6 +575,12 @@ COST_ALLOCATION = Table(
         _c("pod", pl.String, "pod name"),
         _c("slice_uuid", pl.String, "the MIG instance (or other sub-GPU id) the job held, when not the GPU itself"),
         _c("method", pl.String, "request or max (analytics.cost_method)"),
+        _c(
+            "vendor",
+            pl.String,
+            "nvidia, amd or huawei: the GPU model's (gpuledger/vendors.py); null if none",
+            late=True,
+        ),
         _DATE,
     ),
 )

@@ -23,6 +23,8 @@ SELECT
     CAST(pod AS VARCHAR) AS pod,                             -- VARCHAR: pod name
     CAST(slice_uuid AS VARCHAR) AS slice_uuid,               -- VARCHAR: the MIG instance (or other sub-GPU id) the job held, when not the GPU itself
     CAST(method AS VARCHAR) AS method,                       -- VARCHAR: request or max (analytics.cost_method)
+    CAST(vendor AS VARCHAR) AS vendor,                       -- VARCHAR: nvidia, amd or huawei: the GPU model's (gpuledger/vendors.py); null if none
     date                                                     -- DATE: UTC date of the time column (partition column)
-FROM read_parquet(getvariable('gpuledger_lake') || '/cost_allocation/date=*/*.parquet',
-    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE});
+FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/cost_allocation/date=*/*.parquet',
+    hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor WHERE false);

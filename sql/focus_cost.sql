@@ -116,6 +116,7 @@ SELECT
     pod AS x_Pod,                                             -- pod name
     node AS x_Node,                                           -- node of the GPU
     gpu_model AS x_GpuModel,                                  -- GPU model
+    vendor AS x_GpuVendor,                                    -- nvidia, amd or huawei (null: a model no rule names)
     slice_uuid AS x_SliceId,                                  -- MIG instance the job held, when not the whole GPU
     job_id IS NULL AS x_Unallocated,                          -- true on the idle remainder of a GPU
     method AS x_CostMethod                                    -- request or max (analytics.cost_method)
