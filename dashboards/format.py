@@ -102,6 +102,7 @@ REGISTRY: dict[str, Col] = {
         gpu_uuid="GPU",
         parent_gpu_uuid="Physical GPU",
         model="GPU model",
+        vendor="Vendor",
         gpu_models="GPU models",
         bit="Bit",
         detail="Detail",

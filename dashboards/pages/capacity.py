@@ -12,6 +12,7 @@ from gpuledger.dashboards import figures
 from gpuledger.dashboards import filters as flt
 from gpuledger.dashboards.filters import MODEL_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, no_data, note, section, table
+from gpuledger.dashboards.vendors import by_vendor
 
 PATH = "/capacity"
 NAME = "Capacity"
@@ -121,6 +122,7 @@ def layout(ctx, f):
             note("Demand is what was asked for: GPUs held plus GPUs that waiting jobs ask for (fleet_hourly)."),
         ),
         section("Peak against mean allocation", table("cap-peaks", peaks(data, f))),
+        section("Supply and use per vendor", table("cap-vendor", by_vendor(data, f))),
         section(
             "Wait time against load",
             graph(

@@ -12,6 +12,7 @@ from gpuledger.dashboards import format as fmt
 from gpuledger.dashboards.classes import by_class
 from gpuledger.dashboards.filters import BOTH_SQL, CLUSTER_SQL, MODEL_SQL
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
+from gpuledger.dashboards.vendors import by_vendor
 
 PATH = "/"
 NAME = "Overview"
@@ -123,6 +124,11 @@ def layout(ctx, f):
             ),
         ),
         section("Now, by cluster and GPU model", table("ov-now", now)),
+        section(
+            "By vendor (in the range)",
+            note("A mixed fleet side by side: NVIDIA, AMD Instinct, Huawei Ascend (docs/accelerators.md)."),
+            table("ov-vendor", by_vendor(data, f)),
+        ),
         section(
             "By workload class (in the range)",
             note(
