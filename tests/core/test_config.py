@@ -50,6 +50,7 @@ def test_readme_example_names_only_declared_keys_commented_ones_too():
     readme = (REPO / "README.md").read_text()
     block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
     classes = {name: cls for name, cls, _ in sections(config.Config)} | {"tenants": config.Tenant, "rates": config.Rate}
+    classes["accelerators"] = config.AcceleratorResource
     table, seen = "", 0
     for line in block.splitlines():
         if m := re.match(r"\[\[?([\w.]+)\]?\]", line):
@@ -62,6 +63,15 @@ def test_readme_example_names_only_declared_keys_commented_ones_too():
 
 # (file, fragments every one of which must appear in the message)
 BAD = [
+    (
+        "bad_accelerators.toml",
+        [
+            "accelerators[0].vendor: must be one of nvidia, amd, huawei, got 'intel'",
+            "accelerators[1].share: must be in (0, 1], got 1.5",
+            "accelerators[2].resource: 'memory' is not an extended resource name (domain/name)",
+            "accelerators[4].resource: 'amd.com/cpx_nps4' is mapped twice",
+        ],
+    ),
     ("bad_unknown_key.toml", ["collector.intervall_s: unknown key"]),
     ("bad_type.toml", ["collector.interval_s: expected", "got str '10'"]),
     (
