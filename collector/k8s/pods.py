@@ -3,7 +3,10 @@
 GPU demand comes from three places in real clusters (tests/fixtures/k8s): extended resources in the
 containers (`nvidia.com/gpu`, `nvidia.com/gpu.shared` for time slicing, `nvidia.com/mig-<profile>`), or,
 for schedulers such as Run:ai, annotations only (`gpu-fraction`, `nvidia.com/mig-<profile>`) with nothing in
-`resources`. A collector reading only `resources` would miss those pods, so both are read.
+`resources`. A collector reading only `resources` would miss those pods, so both are read. AMD's and Huawei's
+device plugins' names (`amd.com/gpu`, `amd.com/cpx_nps4`, `huawei.com/Ascend910`, `huawei.com/Ascend310P-2c`) and
+the config's [[accelerators]] rows are read by the one rule the webhook uses too (gpuledger/vendors.py): a
+partition counts its share of a device, as a MIG slice does.
 """
 
 from __future__ import annotations
