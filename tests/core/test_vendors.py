@@ -109,3 +109,22 @@ def test_a_config_row_maps_an_unknown_name_and_overrides_a_built_in():
     assert not unknown("example.com/gpu", extra)
     assert read_resource("huawei.com/Ascend910-10c", extra).share == 0.5
     assert read_resource("huawei.com/Ascend910-10c").share == 10 / 32  # without the row: the 910A's 32
+
+
+def test_the_polars_form_is_the_same_rule():
+    import polars as pl
+
+    from gpuledger.vendors import has_vendor, vendor_expr
+
+    frame = pl.LazyFrame(
+        {
+            "model": ["NVIDIA H100 80GB HBM3", "AMD Instinct MI300X OAM", None, "910A-Ascend-V1", "Acme 9", "Renamed"],
+            "vendor": [None, None, "amd", None, None, "huawei"],
+        }
+    )
+    got = frame.with_columns(vendor_expr()).collect()["vendor"].to_list()
+    assert got == ["nvidia", "amd", "amd", "huawei", None, "huawei"]  # the row's own vendor first
+    # a frame without the column gets one, null, so the rule reads the model alone
+    bare = has_vendor(frame.drop("vendor")).with_columns(vendor_expr()).collect()["vendor"].to_list()
+    assert bare == ["nvidia", "amd", None, "huawei", None, None]
+    assert frame.select(vendor_expr("model", None)).collect()["vendor"].to_list()[2] is None
