@@ -20,6 +20,15 @@ from gpuledger.config import DEFAULT_TENANTS, Config
 from gpuledger.placement import Node, Placement, Scheduler
 
 US = 1_000_000
+COMPLETE, SUBMIT = 1, 2  # event kinds: an allocation ends; a job (of an evaluation burst) is submitted
+# The top owner a pod of each class would have on Kubernetes, the kind collector/k8s/classes.py reads that class from.
+OWNER_KIND = {
+    "training": "Job",
+    "inference": "Deployment",
+    "notebook": "Notebook",
+    "evaluation": "LMEvalJob",
+    "other": "CronJob",
+}
 
 
 @dataclass(frozen=True)
@@ -110,18 +119,19 @@ class Fleet:
             if self._next.submitted_s <= until_s and self._next.submitted_s < t_next_event:
                 job = self._next
                 self._next = self.workload.next_job()
-                self.now = job.submitted_s
-                self.scheduler.submit(job)
-                placed = self.scheduler.schedule(job.model_key)
-                if not any(j is job for j, _ in placed):
-                    rows.append(self._row(job, "pending", job.submitted_s, reason="Unschedulable"))
-                for j, p in placed:
-                    rows.extend(self._start(j, p))
+                self._submit(job, rows)
             elif t_next_event <= until_s:
-                t, _, _, alloc = heapq.heappop(self._events)
+                t, _, kind, payload = heapq.heappop(self._events)
                 self.now = t
+                if kind == SUBMIT:  # an evaluation job of a burst
+                    self._submit(payload, rows)
+                    continue
+                alloc = payload
                 self.scheduler.release(Placement(alloc.node, alloc.gpus, alloc.milli))
                 rows.append(self._row(alloc.job, alloc.job.outcome, t, alloc, reason=alloc.job.reason))
+                if alloc.job.evaluates:  # a training run that succeeded: its evaluation burst follows
+                    for e in self.workload.evaluations(alloc.job, t):
+                        self._push(e.submitted_s, SUBMIT, e)
                 for j, p in self.scheduler.schedule(alloc.job.model_key):
                     rows.extend(self._start(j, p))
             else:
@@ -129,12 +139,21 @@ class Fleet:
         self.now = max(self.now, until_s)
         return rows
 
+    def _submit(self, job: JobSpec, rows: list[dict]) -> None:
+        self.now = job.submitted_s
+        self.scheduler.submit(job)
+        placed = self.scheduler.schedule(job.model_key)
+        if not any(j is job for j, _ in placed):
+            rows.append(self._row(job, "pending", job.submitted_s, reason="Unschedulable"))
+        for j, p in placed:
+            rows.extend(self._start(j, p))
+
     def _start(self, job: JobSpec, p: Placement) -> list[dict]:
         lo, hi = STARTUP_S  # image pull and container start
-        startup = lo + (hi - lo) * float(noise.uniform(self.seed, 2, job.n, 0))
+        startup = lo + (hi - lo) * noise.uniform1(self.seed, 2, job.n, 0)
         a = Allocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, self.now + startup + job.duration_s)
         self.allocations[p.node].append(a)
-        self._push(a.end_s, 1, a)
+        self._push(a.end_s, COMPLETE, a)
         return [self._row(job, "running", self.now, a)]
 
     def _row(self, job: JobSpec, status: str, t: float, a: Allocation | None = None, reason: str | None = None) -> dict:
@@ -159,11 +178,10 @@ class Fleet:
             "reason": reason,
             "node": node.name if node else None,
             "gpu_uuids": [node.gpu_uuids[g] for g in a.gpus] if a else None,
-            "owner_kind": "Job",
+            "owner_kind": OWNER_KIND[job.workload_class],
             "owner_name": job.pod,
             "source": "sim",
-            # Every simulated job is a batch Job; per-class behaviour (services, notebooks, evals) is to come.
-            "workload_class": "training",
+            "workload_class": job.workload_class,
         }
 
     def prune(self, before_s: float) -> None:

@@ -15,7 +15,7 @@ import polars as pl
 
 from gpuledger.collector.sim import noise
 from gpuledger.collector.sim.fleet import Allocation, NodeInfo
-from gpuledger.collector.sim.workload import weighted_index
+from gpuledger.collector.sim.workload import service_load, weighted_index
 
 US = 1_000_000
 MIB = 1 << 20
@@ -61,11 +61,17 @@ def _level(a: Allocation, g: int, tt: np.ndarray, seed: int) -> np.ndarray:
     u = noise.uniform(seed, 10, j.n * 64 + g, _ms(tt))
     if j.profile == "steady":
         lvl = j.level + (u - 0.5) * 12.0
-    elif j.profile == "bursty":
+    elif j.profile == "bursty":  # training in phases: data loading and checkpoints between busy stretches
         phase = ((tt - a.run_s) % j.period_s) / j.period_s
         lvl = np.where(phase < j.duty, j.level + (u - 0.5) * 10.0, u * 8.0)
-    else:  # idle: a parked notebook, a stuck job: a kernel now and then
-        lvl = np.where(u < 0.85, 0.0, (u - 0.85) * 20.0)
+    elif j.profile == "diurnal":  # a service: its traffic by the hour, with the jitter of requests
+        lvl = j.level * service_load(tt, j.peak_hour) * (0.8 + 0.4 * u)
+    elif j.profile == "parks":  # a notebook: cells run now and then while a person works, then nothing at all
+        since = tt - a.run_s
+        busy = (since < j.active_s) & ((since % j.period_s) / j.period_s < j.duty)
+        lvl = np.where(busy, j.level + (u - 0.5) * 10.0, 0.0)
+    else:  # stalls: a training run busy until it hangs (a deadlock, a dead data loader), then 0 % until killed
+        lvl = np.where(tt - a.run_s < j.active_s, j.level + (u - 0.5) * 12.0, 0.0)
     return np.clip(lvl, 0.0, 100.0)
 
 
