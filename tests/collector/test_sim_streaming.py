@@ -13,6 +13,12 @@ shared every id): the rows are those of the whole-schedule code with each job_id
 column the same (EXCEPT ALL with job_id left out, both ways: 0 rows). new_then_continued/nodes.parquet was
 rewritten when a node's last row of a run ending off the step grid came to say its last sample (07:40) instead of
 t1 - step (07:37): those 3 rows' last_seen is all that changed.
+
+The gpu_samples, gpu_processes and jobs files were rewritten when the simulator came to run every workload class
+(issue 25: services, notebooks, evaluation bursts, cron jobs; every job and so every sample changed). They were
+written by a4232bb's whole-schedule backfill module run over today's fleet, workload and telemetry, and today's
+streaming backfill wrote the same rows (EXCEPT ALL both ways: 0 rows in every table, but for the 3 nodes rows
+above, which are today's); health_events and nodes did not change.
 """
 
 from __future__ import annotations
