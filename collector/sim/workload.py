@@ -16,7 +16,7 @@ drawn so that, in expectation, GPU-hours split as those shares say, and the mean
 load is `load` x fleet GPU capacity: the GPU-hours jobs hold (from binding to release, start-up included, as the
 jobs table records them; evaluation bursts included) over the GPU-hours the fleet has, in expectation over a week.
 Services last days, so a fleet that started empty would hold too few of them for a week: the stream opens with
-the services a fleet in its steady state holds (`_running_services`).
+the services a fleet in its steady state runs, submitted before the start (`_running_services`).
 
 Draws happen strictly in job order from one numpy Generator (and an evaluation burst from a generator of its own,
 keyed by the run that starts it), so the stream does not depend on how the fleet's clock is advanced.
@@ -350,12 +350,13 @@ class Workload:
         self._opening = deque(self._running_services(start_s))
 
     def _running_services(self, start_s: float) -> list[JobSpec]:
-        """The services a fleet in its steady state runs at `start_s`, submitted then, each for what is left of it.
+        """The services a fleet in its steady state runs at `start_s`: each a whole service, submitted as long
+        before `start_s` as it has run by then, in submit order (the fleet, empty at `start_s`, places them first).
 
         Services arrive at rate lambda and last D: in the steady state (M/G/infinity) the number running is Poisson
-        with mean lambda E[D], and each one's remaining time is its length-biased duration (a long service is more
-        likely to be running at a given instant) times a uniform share. Length bias by rejection: a drawn duration
-        is kept with probability D / max."""
+        with mean lambda E[D], and each one's duration is length-biased (a long service is more likely to be running
+        at a given instant), the instant falling uniformly within it. Length bias by rejection: a drawn duration is
+        kept with probability D / max."""
         r = self.rng
         out = []
         for (ti, c), q in zip(self.pairs, self.pair_p, strict=True):
@@ -369,9 +370,9 @@ class Workload:
                     if r.random() * SHAPES[c].max_s <= job.duration_s:
                         break
                     self.n -= 1  # the rejected draw takes no job number
-                left = max(MIN_DURATION_S, r.random() * job.duration_s)
-                out.append(replace(job, duration_s=left))
-        return out
+                t = start_s - r.random() * job.duration_s
+                out.append(replace(job, submitted_s=t, job_id=job_id(self.seed, self.cluster, t, job.n, 0)))
+        return sorted(out, key=lambda j: j.submitted_s)
 
     def next_job(self) -> JobSpec:
         if self._opening:
