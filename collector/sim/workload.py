@@ -16,7 +16,7 @@ drawn so that, in expectation, GPU-hours split as those shares say, and the mean
 load is `load` x fleet GPU capacity: the GPU-hours jobs hold (from binding to release, start-up included, as the
 jobs table records them; evaluation bursts included) over the GPU-hours the fleet has, in expectation over a week.
 Services last days, so a fleet that started empty would hold too few of them for a week: the stream opens with
-the services a fleet in its steady state runs, submitted before the start (`_running_services`).
+the services a fleet in its steady state runs, each for what is left of it (`_running_services`).
 
 Draws happen strictly in job order from one numpy Generator (and an evaluation burst from a generator of its own,
 keyed by the run that starts it), so the stream does not depend on how the fleet's clock is advanced.
@@ -136,6 +136,7 @@ PEAK_HOUR_UTC, PEAK_SHIFT_H, NIGHT_FLOOR, WEEKEND = 13.5, (-1.5, 1.5), 0.02, 0.5
 # Evaluation: a burst is this many jobs (uniform), the first this long after the run ends, the next ones this far
 # apart (uniform); job numbers of a burst start at EVAL_N0, clear of the stream's.
 BURST_JOBS, BURST_DELAY_S, BURST_GAP_S, EVAL_N0 = (4, 16), (60.0, 600.0), (2.0, 30.0), 1 << 32
+OPENING_S = 600.0  # the services running when the fleet starts are deployed over its first 10 minutes
 POD_WORD = {"training": "train", "inference": "serve", "notebook": "notebook", "evaluation": "eval", "other": "cron"}
 
 
@@ -347,16 +348,20 @@ class Workload:
         self.n = 0
         self.seed = seed
         self.cluster = cluster
-        self._opening = deque(self._running_services(start_s))
+        self.opening = tuple(self._running_services(start_s))  # the services running when the fleet starts
+        self._opening = deque(self.opening)
+        self._arrival: JobSpec | None = None  # the next arrival, drawn ahead to merge with the opening services
 
     def _running_services(self, start_s: float) -> list[JobSpec]:
-        """The services a fleet in its steady state runs at `start_s`: each a whole service, submitted as long
-        before `start_s` as it has run by then, in submit order (the fleet, empty at `start_s`, places them first).
+        """The services a fleet in its steady state runs at `start_s`, each for what is left of it, (re)deployed as
+        the fleet starts: submitted in its first OPENING_S seconds, in submit order.
 
         Services arrive at rate lambda and last D: in the steady state (M/G/infinity) the number running is Poisson
-        with mean lambda E[D], and each one's duration is length-biased (a long service is more likely to be running
-        at a given instant), the instant falling uniformly within it. Length bias by rejection: a drawn duration is
-        kept with probability D / max."""
+        with mean lambda E[D], and each one's remaining time is its length-biased duration (a long service is more
+        likely to be running at a given instant) times a uniform share. Length bias by rejection: a drawn duration
+        is kept with probability D / max. They are submitted after `start_s`, not as long before it as they have
+        run, because nothing of the fleet predates its start: a lake's first day would otherwise show days of
+        demand before it made of the services alone."""
         r = self.rng
         out = []
         for (ti, c), q in zip(self.pairs, self.pair_p, strict=True):
@@ -370,13 +375,22 @@ class Workload:
                     if r.random() * SHAPES[c].max_s <= job.duration_s:
                         break
                     self.n -= 1  # the rejected draw takes no job number
-                t = start_s - r.random() * job.duration_s
-                out.append(replace(job, submitted_s=t, job_id=job_id(self.seed, self.cluster, t, job.n, 0)))
+                left = max(MIN_DURATION_S, r.random() * job.duration_s)
+                t = start_s + r.random() * OPENING_S
+                new_id = job_id(self.seed, self.cluster, t, job.n, 0)
+                out.append(replace(job, submitted_s=t, duration_s=left, job_id=new_id))
         return sorted(out, key=lambda j: j.submitted_s)
 
     def next_job(self) -> JobSpec:
-        if self._opening:
+        """The next job in submit order: the opening services merged with the arrivals."""
+        if self._arrival is None:
+            self._arrival = self._next_arrival()
+        if self._opening and self._opening[0].submitted_s <= self._arrival.submitted_s:
             return self._opening.popleft()
+        job, self._arrival = self._arrival, None
+        return job
+
+    def _next_arrival(self) -> JobSpec:
         r = self.rng
         # Thinning: candidates at the peak rate, accepted with probability rate(t) / peak.
         while True:

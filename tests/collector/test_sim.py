@@ -136,9 +136,9 @@ def test_job_rows_are_consistent(small_lake):
             & (pl.col("started_at") <= pl.col("finished_at"))
         ).all()
     ).item()
-    # All three outcomes are drawn at their rates in test_sim_load; with 4 % of training runs cancelled (and no
-    # other class's) none at all is likely here, so only the ones that must appear are required.
-    assert {"succeeded", "failed"} <= set(final["status"]) <= {"succeeded", "failed", "cancelled"}
+    # All three outcomes are drawn at their rates in test_sim_load; here 10 % of training runs fail and 4 % are
+    # cancelled (other classes 2-5 % and none), so with ~20 ended jobs neither need show (0.92^20 = 19 %).
+    assert "succeeded" in set(final["status"]) and set(final["status"]) <= {"succeeded", "failed", "cancelled"}
     assert set(jobs["tenant"]) <= {t.name for t in DEFAULT_TENANTS}
     with Lake(small_lake) as lake:
         # The jobs view keeps one (the latest) row per job.

@@ -47,11 +47,12 @@ def test_mean_hold_matches_the_drawn_jobs():
     # The job stream alone (no scheduler): the mean GPU-seconds an arrival brings, drawn, against the expectation
     # the rate is set from. An arrival brings its own hold and, for a training run that evaluates, its evaluation
     # burst's (drawn here as the fleet would when the run ends). Start-up is drawn by the fleet, so it is added as
-    # its mean (50 s). The services the stream opens with (submitted before the start) are not arrivals.
+    # its mean (50 s). The services running when the fleet starts (Workload.opening) are not arrivals.
     w = Workload(3, DEFAULT_TENANTS, {"H100": 4000}, 8, 0.7, 0.0)
     x = []
+    opening = {j.n for j in w.opening}
     for j in (w.next_job() for _ in range(60_000)):
-        if j.submitted_s < 0.0:
+        if j.n in opening:
             continue
         burst = w.evaluations(j, 0.0) if j.evaluates else []
         x.append(sum(e.gpus * (e.duration_s + 50.0) for e in [j, *burst]))

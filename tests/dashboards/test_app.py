@@ -112,7 +112,9 @@ def test_the_waste_pages_idle_now_table_equals_sql_on_idle_holds(dash_lake):
     with Lake(dash_lake) as q:
         want = q.execute("SELECT pod, sum(share) FROM idle_holds GROUP BY pod ORDER BY 2 DESC, pod").rows
     assert want and sorted(zip(got["pod"], got["idle_gpus"], strict=True)) == sorted(want)
-    assert (got["idle_h"] >= 1).all()  # at least the last complete hour
+    # Up to the end of the last complete hour, from the start of the idle run or of the hold: a hold that began
+    # within that hour (a service deployed at night) is idle for part of it.
+    assert (got["idle_h"] > 0).all()
 
 
 def test_every_page_renders_from_the_analysed_lake_on_each_store(analysed_store):

@@ -29,7 +29,21 @@ def test_the_capacity_page_of_a_lake_without_a_forecast(tmp_path):
 
     lake = tmp_path / "lake"
     start = END - 20 * 3600  # 04:00-24:00 UTC of one day, analysed before its end: no complete day
-    backfill(defaults(), lake, start, END - 1, 600, nodes=2, gpus_per_node=4, models=("H100",), workers=1, seed=3)
+    # A fleet that starts empty at `start` (epoch_s): a new one would bring the jobs of its warm-up day (the day
+    # before), among them the services it deploys as it starts, which hold GPUs all through that day.
+    backfill(
+        defaults(),
+        lake,
+        start,
+        END - 1,
+        600,
+        nodes=2,
+        gpus_per_node=4,
+        models=("H100",),
+        workers=1,
+        seed=3,
+        epoch_s=start,
+    )
     run(lake, until_s=END - 1)
     data = DashData(lake)
     try:

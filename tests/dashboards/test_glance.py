@@ -49,7 +49,8 @@ def lakes(dash_lake, tmp_path_factory):
     ]  # fmt: skip
     LakeWriter(one).write("admission_decisions", pl.DataFrame(decisions), "webhook-0")
     two = tmp_path_factory.mktemp("glance") / "two"
-    for cluster, shape in {"eu-1": {"nodes": 3, "seed": 7}, "us-1": {"nodes": 2, "seed": 8}}.items():
+    # us-1 busy (load 0.9): jobs wait there, so the pending tables have rows.
+    for cluster, shape in {"eu-1": {"nodes": 3, "seed": 7}, "us-1": {"nodes": 2, "seed": 8, "load": 0.9}}.items():
         cfg = dataclasses.replace(defaults(), cluster=cluster)
         backfill(cfg, two, END - 2 * 86400, END, 900, gpus_per_node=4, models=("H100", "A100", "L40S"), workers=1,
                  **shape)  # fmt: skip
