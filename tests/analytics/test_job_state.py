@@ -108,7 +108,7 @@ def test_a_run_after_one_new_hour_loads_the_open_and_recent_jobs_only(week, tmp_
     # The jobs that finished before load_from are not read; those loaded are the ones that can change. load_from is
     # the first touched day (needed_from's, Nov 8) less twice the waste window's reach (0 days with the default 1-h
     # window), the longest any job has held its GPUs in days rounded up, and a day (planner.load_from). That hold
-    # comes from the simulated workload: since the workload classes it is a service's (74 h: 4 days), so Nov 3;
+    # comes from the simulated workload: since the workload classes it is a service's (101 h: 5 days), so Nov 2;
     # before them it was a training run's, at most 3 days (Nov 4).
     ends = pl.col("finished_at").fill_null(at(9, 1))
     held_s = every.filter(pl.col("scheduled_at").is_not_null()).select((ends - pl.col("scheduled_at")).max()).item()
