@@ -96,8 +96,6 @@ class SimSource:
         if procs:
             self.last_process_s = t
         frame = pl.concat(samples)
-        if "vendor" not in frame.columns:  # a fleet of the catalog's NVIDIA models (collector/sim/catalog.py)
-            frame = frame.with_columns(vendor=pl.lit("nvidia"))
         yield Batch.from_frame("gpu_samples", frame)
         if processes:
             yield Batch.from_frame("gpu_processes", pl.concat(processes))

@@ -44,7 +44,7 @@ from gpuledger.vendors import VENDORS, Resource
 # Sources register a factory under a name in this entry-point group, the built-ins too (pyproject.toml), so a
 # third-party package adds one with no edit here. The core reads the names only; collector/sources.py loads them.
 SOURCE_GROUP = "gpuledger.sources"
-SIM_MODELS = ("H100", "H200", "A100", "L40S", "L4", "T4")
+SIM_MODELS = ("H100", "H200", "A100", "L40S", "L4", "T4", "MI300X", "Ascend910B")  # collector/sim/catalog.py
 ENFORCER_MODES = ("enforce", "warn", "dry-run")
 # A namespace's tenant when the config's [[tenants]] namespaces do not name it (collector and enforcer alike).
 TENANT_LABEL = "gpuledger.io/tenant"
@@ -614,6 +614,10 @@ DEFAULT_RATES = (
     Rate("NVIDIA L40S", 0.89, dt.date(2026, 1, 1)),
     Rate("NVIDIA L4", 0.44, dt.date(2026, 1, 1)),
     Rate("Tesla T4", 0.29, dt.date(2026, 1, 1)),
+    # The README's mixed-fleet example prices (examples, not quotes), under the names the AMD and Ascend exporters
+    # write (the simulator's, collector/sim/catalog.py), so a simulated mixed fleet is priced out of the box
+    Rate("AMD Instinct MI300X OAM", 1.99, dt.date(2026, 1, 1)),
+    Rate("910B3-Ascend-V1", 1.20, dt.date(2026, 1, 1)),
 )
 
 

@@ -153,12 +153,14 @@ def _ignore_sigint() -> None:
 
 
 def node_row(node: NodeInfo, cluster: str, first_s: float, last_s: float) -> pl.DataFrame:
-    labels = [
-        {"key": LABEL_KEYS[0], "value": node.spec.k8s_product},
-        {"key": LABEL_KEYS[1], "value": str(node.gpu_count)},
-        {"key": LABEL_KEYS[2], "value": str(node.spec.mem_bytes >> 20)},
-        {"key": LABEL_KEYS[3], "value": "true"},
-    ]
+    product, model = node.spec.product_label
+    labels = [{"key": product, "value": model}]
+    if node.spec.vendor == "nvidia":  # the count and memory labels are gpu-feature-discovery's alone
+        labels += [
+            {"key": LABEL_KEYS[1], "value": str(node.gpu_count)},
+            {"key": LABEL_KEYS[2], "value": str(node.spec.mem_bytes >> 20)},
+        ]
+    labels.append({"key": LABEL_KEYS[3], "value": "true"})
     return pl.DataFrame(
         {
             "cluster": [cluster],

@@ -182,6 +182,7 @@ def node_window(
             "gpu_uuid": uuids.gather(gidx),
             "gpu_index": gidx,
             "model": _const(spec.name, n * G, pl.String),
+            "vendor": _const(spec.vendor, n * G, pl.String),
             "pci_bus_id": pl.Series([f"00000000:{0x18 + 0x10 * g:02X}:00.0" for g in range(G)], dtype=pl.String).gather(
                 gidx
             ),
