@@ -160,6 +160,12 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"baseline GET /healthz \(unpaced, 2 s\): {N} req/s",
         rf"audit: {N} decisions in admission_decisions",
     ),
+    "mixed_fleet.py": (
+        rf"{N} devices \({N} nodes x {N}\), {N} days at {N} s",
+        rf"nvidia-only +analyze median {N} s .* unpriced 0$",
+        rf"mixed +analyze median {N} s .* unpriced 0$",
+        rf"ratio mixed / nvidia-only {N}x",
+    ),
 }
 # A script that cannot run at all without a tool: its test is skipped where the tool is missing.
 TOOLS = {"enforcer_load.py": "wrk"}
