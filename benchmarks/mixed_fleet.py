@@ -9,8 +9,9 @@ simulating and analysing per fleet, so the step is an option and the printed fig
 at. Both fleets are simulated with the same seed, size, window and step; the NVIDIA-only one is the simulator's
 default three models (H100, A100, L40S), so both have three models and the difference is the vendors. Each round
 runs `gpuledger analyze` (a fresh process, from an empty set of derived tables) on one fleet and then the other,
-back to back, so both see the same machine load; the ratio is of the medians. Then each fleet's cost_daily is read
-back: every GPU-hour of both fleets must be priced (the rate card's defaults price MI300X and 910B3).
+back to back, so both see the same machine load; the ratio is of the medians, and each round's is printed. Then
+each fleet's cost_daily is read back: every GPU-hour of both fleets must be priced (the rate card's defaults price
+MI300X and 910B3).
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ def main() -> None:
                 f"  {name:<12} analyze median {med:.1f} s (rounds {rounds}), peak RSS {rss[name] / 1e9:.2f} GB, "
                 f"{hours:,.0f} GPU-hours, unpriced {unpriced:,.0f}"
             )
+        # Per round too: this machine's speed swings from minute to minute, and a round's two runs are back to back
+        per_round = [m / n for m, n in zip(times["mixed"], times["nvidia-only"], strict=True)]
         ratio = statistics.median(times["mixed"]) / statistics.median(times["nvidia-only"])
-        print(f"  ratio mixed / nvidia-only {ratio:.2f}x")
+        print(f"  ratio mixed / nvidia-only {ratio:.2f}x (per round {', '.join(f'{r:.2f}' for r in per_round)})")
         print("  (the analytics runs are whole processes: interpreter start-up and imports included)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
