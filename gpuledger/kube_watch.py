@@ -32,8 +32,12 @@ class WatchStats:
 
 
 def load_api():
-    """An ApiClient from the in-cluster service account, else the local kubeconfig; a clear error if neither."""
-    from kubernetes import client, config
+    """An ApiClient from the in-cluster service account, else the local kubeconfig; a clear error if neither, or if
+    the Kubernetes client (the optional extra) is not installed."""
+    try:
+        from kubernetes import client, config
+    except ModuleNotFoundError as e:
+        raise SourceError(f"the Kubernetes client is not installed ({e.name}): pip install 'gpuledger[k8s]'") from e
 
     try:
         config.load_incluster_config()

@@ -217,6 +217,8 @@ def test_each_command_runs_for_real_after_a_plain_install(fresh, tmp_path):
     assert r.returncode == 0 and "kind: ClusterQueue" in r.stdout, ok(r)
     r = _run(fresh, "reclaim", "--lake", str(lake))
     assert r.returncode == 0, ok(r)
+    r = _run(fresh, "reclaim", "--lake", str(lake), "--apply")  # acting needs the cluster's client: the [k8s] extra
+    assert r.returncode == 1 and "gpuledger[k8s]" in r.stderr and "Traceback" not in r.stderr, ok(r)
     # Without the [k8s] extra, the k8s source is one line naming the extra, not a traceback.
     r = _run(fresh, "collect", "--lake", str(lake), "--source", "k8s", "--once")
     assert r.returncode == 1 and "gpuledger[k8s]" in r.stderr and "Traceback" not in r.stderr, ok(r)
