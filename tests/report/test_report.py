@@ -291,7 +291,11 @@ def test_the_reports_numbers_equal_the_views(october, dash_lake):
         "$end GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10",
         p,
     )
-    assert [(k, v["idle_gpu_hours"]) for k, v in rows(doc, "idle-jobs").items()] == [(t["job_id"], t["i"]) for t in top]
+    # The same jobs in the same order; each sum to the last bits (DuckDB adds a job's hours in no fixed order, and
+    # the simulator's services and parked notebooks sum hundreds of them).
+    held = rows(doc, "idle-jobs")
+    assert list(held) == [t["job_id"] for t in top]
+    assert all(same(held[t["job_id"]]["idle_gpu_hours"], t["i"]) for t in top)
     # Queue waits as queue_stats computes them, over the jobs submitted in the month; fragmentation.
     queue = rows(doc, "queue")
     for r in sql(
