@@ -37,7 +37,7 @@ def load_api():
     try:
         from kubernetes import client, config
     except ModuleNotFoundError as e:
-        raise SourceError(f"the Kubernetes client is not installed ({e.name}): pip install 'gpuledger[k8s]'") from e
+        raise SourceError("the kubernetes client is not installed: pip install 'gpuledger[k8s]'") from e
 
     try:
         config.load_incluster_config()
