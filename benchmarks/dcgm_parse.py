@@ -100,13 +100,19 @@ def measure(pages: list[str], rounds: int, fast_repeat: int) -> dict[str, float]
     return {key: statistics.median(ts) for key, ts in runs.items()}
 
 
-def report(title: str, pages: list[str], rounds: int, fast_repeat: int) -> float:
+def checked_samples(title: str, pages: list[str]) -> int:
+    """The samples of `pages`, once both parsers are seen to return the same (the script stops otherwise)."""
     n = 0
     for text in pages:
         fast = parse_fast(text)
         if comparable(fast) != comparable(parse_reference(text)):
             raise SystemExit(f"{title}: parse_fast and parse_reference disagree")
         n += len(fast)
+    return n
+
+
+def report(title: str, pages: list[str], rounds: int, fast_repeat: int) -> float:
+    n = checked_samples(title, pages)
     t = measure(pages, rounds, fast_repeat)
     kb = sum(len(p.encode()) for p in pages) / 1000
     print(f"{title}: {len(pages)} pages, {n:,} samples, {kb:,.0f} kB; outputs identical")

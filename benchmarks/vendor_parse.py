@@ -24,9 +24,9 @@ import statistics
 import time
 from pathlib import Path
 
-from dcgm_parse import comparable, measure
+from dcgm_parse import checked_samples, measure
 
-from gpuledger.collector.dcgm.exposition import parse_fast, parse_reference
+from gpuledger.collector.dcgm.exposition import parse_fast
 from gpuledger.collector.vendors.amd import AMD
 from gpuledger.collector.vendors.ascend import ASCEND
 from gpuledger.collector.vendors.rows import VendorRows
@@ -52,12 +52,7 @@ def revalued(text: str, rng: random.Random) -> str:
 
 
 def report(title: str, pages: list[str], vendor, rounds: int, fast_repeat: int) -> float:
-    n = 0
-    for text in pages:
-        fast = parse_fast(text)
-        if comparable(fast) != comparable(parse_reference(text)):
-            raise SystemExit(f"{title}: parse_fast and parse_reference disagree")
-        n += len(fast)
+    n = checked_samples(title, pages)
     t = measure(pages, rounds, fast_repeat)
     # A later scrape of the same target: its last page's label strings already parsed (what the sources keep)
     later = []
