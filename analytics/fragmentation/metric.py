@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from gpuledger.analytics.fragmentation.task_types import PROFILE, canonical_profiles, require_columns
-from gpuledger.partitions import instance_type, split_layout
+from gpuledger.partitions import instance_type
 
 MILLI = 1000
 NODE_STATE_COLUMNS = ("node", "model", "cpu_free_milli", "gpu_free_milli")
@@ -223,7 +223,8 @@ def partition_arrays(nodes: pl.DataFrame, width: int, profiles: Sequence[str]):
         return None, None
     whole = np.ones((nodes.height, width), dtype=bool)
     whole[split["row"].to_numpy(), split["gpu"].to_numpy()] = False
-    each = split.with_columns(pl.col("part").str.split(",")).explode("part").filter(pl.col("part").str.strip_chars() != "")
+    each = split.with_columns(pl.col("part").str.split(",")).explode("part")
+    each = each.filter(pl.col("part").str.strip_chars() != "")  # "": a partitioned GPU with nothing free
     table = {}
     for raw in each["part"].unique().to_list():
         table[raw] = instance_type(raw)
@@ -236,8 +237,10 @@ def partition_arrays(nodes: pl.DataFrame, width: int, profiles: Sequence[str]):
     inst = np.zeros((nodes.height, width, len(profiles)), dtype=np.int64)
     index = {p: i for i, p in enumerate(profiles)}
     col = each["part"].replace_strict({k: index.get(v, -1) for k, v in table.items()}, return_dtype=pl.Int64)
-    asked = (col >= 0).to_numpy()
-    np.add.at(inst, (each["row"].to_numpy()[asked], each["gpu"].to_numpy()[asked], col.to_numpy()[asked]), 1)
+    col = col.cast(pl.Int64).to_numpy()
+    asked = col >= 0
+    rows, gpus = each["row"].cast(pl.Int64).to_numpy(), each["gpu"].cast(pl.Int64).to_numpy()
+    np.add.at(inst, (rows[asked], gpus[asked], col[asked]), 1)
     return whole, inst
 
 

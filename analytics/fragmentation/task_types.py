@@ -86,15 +86,17 @@ def typical_task_types(pods: pl.DataFrame, coverage: float = 0.95) -> pl.DataFra
     Returns cpu_milli, gpu_milli, num_gpu, gpu_spec ("" = any), profile (canonical, "" = none; only when the pods
     have the column, so a frame without it gives what it gave before partitions), count (pods of that type) and
     p (count over the pods of the kept types, so p sums to 1), most popular first; ties go to the larger key
-    (cpu_milli, then gpu_milli, num_gpu, gpu_spec, profile), as the artifact's reversed sort does. Types are kept one at a time until the
-    kept pods reach `coverage` of all pods. The artifact takes a CPU request of 0 as Kubernetes' non-zero default
-    of 100 m; we keep the request as given (no openb pod asks for 0 CPU).
+    (cpu_milli, then gpu_milli, num_gpu, gpu_spec, profile), as the artifact's reversed sort does. Types are kept
+    one at a time until the kept pods reach `coverage` of all pods. The artifact takes a CPU request of 0 as
+    Kubernetes' non-zero default of 100 m; we keep the request as given (no openb pod asks for 0 CPU).
     """
     require_columns(pods, "pods", ("cpu_milli", "gpu_milli", "num_gpu"))
     if not 0 < coverage <= 1:
         raise ValueError(f"coverage must be in (0, 1], got {coverage}")
-    schema = TASK_TYPE_SCHEMA if PROFILE in pods.columns else pl.Schema(
-        {c: t for c, t in TASK_TYPE_SCHEMA.items() if c != PROFILE}
+    schema = (
+        TASK_TYPE_SCHEMA
+        if PROFILE in pods.columns
+        else pl.Schema({c: t for c, t in TASK_TYPE_SCHEMA.items() if c != PROFILE})
     )
     if pods.height == 0:
         return pl.DataFrame(schema=schema)
