@@ -315,6 +315,8 @@ def _evaluate_instances(st: _State, idx: np.ndarray, pod: tuple, model_ok: np.nd
     # FGD, one instance at a time: every GPU with a free instance is tried on a copy of the node; the best score
     # (lowest GPU on a tie) is kept and the next instance is tried on the node as it would then be.
     fits = np.flatnonzero(ok)
+    if len(fits) == 0:
+        return ok, score, gpu
     nodes = idx[fits]
     free, held, inst = st.free[nodes].copy(), st.held[nodes].copy(), st.inst[nodes].copy()
     whole = st.whole[nodes] if st.whole is not None else np.ones(free.shape, dtype=bool)
