@@ -183,8 +183,8 @@ def pad_lists(lists: pl.Series, width: int | None = None) -> np.ndarray:
 
 
 def partition_lists(nodes: pl.DataFrame) -> pl.DataFrame:
-    """The node state's gpu_partitions one row per GPU: row (the node's position), gpu (its index), part (the
-    free instances' text, null for a whole device). ValueError naming the node when a list's length is not its
+    """The partitioned GPUs of a node state: row (the node's position), gpu (its index), part (its free instances'
+    text); a null entry or list is a whole device. ValueError naming the node when a list's length is not its
     gpu_free_milli's."""
     lengths = nodes.select(
         pl.col("gpu_free_milli").list.len().fill_null(0).alias("free"),
@@ -197,17 +197,13 @@ def partition_lists(nodes: pl.DataFrame) -> pl.DataFrame:
             f"node {nodes['node'][i]!r}: gpu_partitions has {lengths['parts'][i]} entries, gpu_free_milli "
             f"{lengths['free'][i]} (one per GPU: null for a whole device, else its free instances)"
         )
-    # A null list: every GPU of the node is whole.
-    parts = nodes.select(
-        pl.when(pl.col(PARTITIONS).is_null())
-        .then(pl.col("gpu_free_milli").list.eval(pl.lit(None, pl.String)))
-        .otherwise(pl.col(PARTITIONS))
-        .alias("part")
-    ).with_row_index("row")
     return (
-        parts.explode("part")
+        nodes.select(pl.col(PARTITIONS).alias("part"))
+        .with_row_index("row")
+        .filter(pl.col("part").list.len() > 0)
+        .explode("part")
         .with_columns(pl.int_range(pl.len()).over("row").alias("gpu"))
-        .filter(pl.col("row").is_in(np.flatnonzero(lengths["free"].to_numpy() > 0).tolist()))
+        .filter(pl.col("part").is_not_null())
     )
 
 

@@ -206,11 +206,11 @@ class _State:
         whole = self.whole[rows] if self.whole is not None else None
         return gpu_terms(self.free[rows], self.w, whole, self.winst(rows))
 
-    def share(self, n: int, v: int) -> float | None:
-        """One instance of types[v]'s share of node n's GPU (None where partitions.py cannot tell)."""
-        key = (int(self.model[n]), v)
+    def share(self, model: int, v: int) -> float | None:
+        """One instance of types[v]'s share of a GPU of models[model] (None where partitions.py cannot tell)."""
+        key = (model, v)
         if key not in self.shares:
-            self.shares[key] = instance_share(self.types[v], self.models[key[0]] or None)
+            self.shares[key] = instance_share(self.types[v], self.models[model] or None)
         return self.shares[key]
 
     def place(self, n: int, gpus: np.ndarray, milli: int, cpu: int, mem: int, v: int = -1) -> None:
@@ -218,7 +218,7 @@ class _State:
         if v < 0:
             self.free[n, gpus] -= milli
         else:
-            share = self.share(n, v)
+            share = self.share(int(self.model[n]), v)
             for g in gpus.tolist():
                 self.inst[n, g, v] -= 1
                 self.held[n, g] += milli / MILLI if share is None else share
@@ -320,7 +320,8 @@ def _evaluate_instances(st: _State, idx: np.ndarray, pod: tuple, model_ok: np.nd
     nodes = idx[fits]
     free, held, inst = st.free[nodes].copy(), st.held[nodes].copy(), st.inst[nodes].copy()
     whole = st.whole[nodes] if st.whole is not None else np.ones(free.shape, dtype=bool)
-    share = np.array([st.share(n, v) or milli / MILLI for n in nodes.tolist()], dtype=np.float64)
+    by_model = np.array([st.share(m, v) or milli / MILLI for m in range(len(st.models))], dtype=np.float64)
+    share = by_model[st.model[nodes]]
     w = st.w
     width = free.shape[1]
     best = np.zeros(len(nodes), dtype=np.int64)
