@@ -8,6 +8,11 @@ artifact hkust-adsl/kubernetes-scheduler-simulator). Three concepts, one module 
 - `replay`: place a pod list one by one (BestFit or FGD), logging allocation and fragmentation after each pod,
   for what-ifs and to check the metric against the paper's published curves.
 
+Partitioned devices (MIG, AMD CPX/DPX..., Ascend vNPU) follow gpuledger/partitions.py: its frames (node state
+`gpu_partitions`, the replay cluster's `gpu_layout`, `profile` on pods and task types) are optional, and a frame
+without them gives exactly what it gave before. An ask of an instance type fits where free instances of that type
+are; a partitioned GPU offers no whole GPU and no share; a whole GPU offers no instance.
+
 Frames in, frames out; no IO. Units: CPU in milli-cores, GPU in milli-GPU (1000 = one whole GPU).
 """
 

@@ -186,6 +186,7 @@ def partition_lists(nodes: pl.DataFrame) -> pl.DataFrame:
     """The partitioned GPUs of a node state: row (the node's position), gpu (its index), part (its free instances'
     text); a null entry or list is a whole device. ValueError naming the node when a list's length is not its
     gpu_free_milli's."""
+    nodes = nodes.with_columns(pl.col(PARTITIONS).cast(pl.List(pl.String)))  # an all-null column reads as whole
     lengths = nodes.select(
         pl.col("gpu_free_milli").list.len().fill_null(0).alias("free"),
         pl.col(PARTITIONS).list.len().alias("parts"),

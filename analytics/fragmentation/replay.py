@@ -122,6 +122,7 @@ def _layouts(cluster: pl.DataFrame) -> pl.DataFrame:
     or an operator's `all-1g.10gb`, `cpx`, `vnpu-5c*4`). ValueError naming the node for a
     list whose length is not the node's gpus, or a layout the device cannot hold; each distinct layout and model
     is checked once."""
+    cluster = cluster.with_columns(pl.col(LAYOUT).cast(pl.List(pl.String)))  # an all-null column reads as whole
     lengths = cluster.select(pl.col(LAYOUT).list.len().alias("n"), pl.col("gpus").cast(pl.Int64))
     bad = np.flatnonzero((lengths["n"].is_not_null() & (lengths["n"] != lengths["gpus"])).to_numpy())
     if len(bad):
