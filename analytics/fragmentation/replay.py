@@ -204,6 +204,8 @@ class _State:
         return self.inst[rows][:, :, self.wcols] if self.w.has_profiles else None
 
     def terms(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        if self.inst is None and self.whole is None:  # no partitions: the paper's terms, nothing more per pod
+            return gpu_terms(self.free[rows], self.w)
         whole = self.whole[rows] if self.whole is not None else None
         return gpu_terms(self.free[rows], self.w, whole, self.winst(rows))
 
@@ -420,7 +422,9 @@ def replay(
         arrived_total += gpus_req * milli
         v = type_index[profile] if profile else -1
         key = (cpu_req, gpus_req, milli, spec, profile)
-        cache = caches.setdefault(key, _Cache(len(st.names), gpus_req if v >= 0 else 1))
+        cache = caches.get(key)
+        if cache is None:  # (setdefault would build a cache of four arrays for every pod, to throw it away)
+            cache = caches[key] = _Cache(len(st.names), gpus_req if v >= 0 else 1)
         stale = np.flatnonzero(cache.version != st.version)
         if len(stale):
             model_ok = spec_ok.setdefault(spec, allowed_models(spec, st.models))
@@ -431,7 +435,7 @@ def replay(
         if len(feasible):
             best = feasible[cache.score[feasible] == cache.score[feasible].max()]
             n = int(best[rank[best].argmin()])
-            before = int(st.total[n])
+            before = int(st.total[n]) if v >= 0 else 0
             if gpus_req * milli == 0:
                 chosen = np.zeros(0, dtype=np.int64)
             elif v >= 0:
