@@ -35,6 +35,14 @@ def ahead(samples: pl.LazyFrame, bound: dt.datetime) -> pl.LazyFrame:
     )
 
 
+def _has_profile(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The frame with a `mig_profile` column, null where it had none (a gpu_5min frame built before the column, or
+    samples built by hand): a partition row's profile is what the fragmentation inventory reads its type from."""
+    if "mig_profile" in frame.collect_schema().names():
+        return frame
+    return frame.with_columns(pl.lit(None, pl.String).alias("mig_profile"))
+
+
 def gpu_5min(samples: pl.LazyFrame, index: bool = False) -> pl.LazyFrame:
     """Per GPU and 5-minute bucket, from the raw samples, each sample counted once (the one pass over telemetry).
     With `index`, a `_gpu_index` column (the least NVML index the GPU reported in the bucket): not a gpu_5min
@@ -64,11 +72,12 @@ def rollup_5min(samples: pl.LazyFrame, distinct: bool = False, index: bool = Fal
     # bucket; unknown for a lone sample. No sort needed, so the group-by streams.
     covered_s = pl.when(n > 1).then((span_s * n / (n - 1)).clip(upper_bound=300.0))
     return (
-        has_vendor(samples)
+        _has_profile(has_vendor(samples))
         .group_by("cluster", "node", "gpu_uuid", "parent_gpu_uuid", bucket)
         .agg(
             pl.col("model").drop_nulls().last(),
             pl.col("vendor").drop_nulls().last(),
+            pl.col("mig_profile").drop_nulls().last(),
             n.cast(pl.Int64).alias("samples"),
             pl.col("pod").is_not_null().mean().alias("allocated_ratio"),
             (pl.col("util_gpu_pct") > 0).mean().alias("busy_ratio"),
@@ -105,7 +114,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
     # in the last bit between two runs of one lake (4 of 576 rows), and between a local run and a Dask worker's.
     sums = [exact_sum(pl.col(f"_{c}_x")).alias(f"_{c}_x") for c in means] + [pl.col(f"_{c}_n").sum() for c in means]
     return (
-        has_vendor(five_min)
+        _has_profile(has_vendor(five_min))
         .with_columns(*weights, pl.col("energy_wh").is_not_null().alias("_energy_known"))
         .group_by(
             "cluster", "node", "gpu_uuid", "parent_gpu_uuid", pl.col("bucket_start").dt.truncate("1h").alias("hour")
@@ -113,6 +122,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
         .agg(
             pl.col("model").drop_nulls().last(),
             pl.col("vendor").drop_nulls().last(),
+            pl.col("mig_profile").drop_nulls().last(),
             s.sum().alias("samples"),
             *sums,
             pl.col("mem_used_bytes_max").max(),
@@ -141,6 +151,7 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             "power_w_mean",
             "energy_wh",
             "vendor",
+            "mig_profile",
             "date",
         )
     )

@@ -515,7 +515,11 @@ def _keep_rows_before(lake: LakeRef, job: str, out: pl.DataFrame, lo: dt.datetim
                 keep.append(kept.filter(pl.col(t.time_column) < lo).with_columns(pl.lit(date).alias("date")))
     if not keep:
         return out
-    return pl.concat([*(k.select(out.columns) for k in keep), out]).sort(t.time_column, maintain_order=True)
+    # A file written before a late column (gpu_hourly's vendor, mig_profile) lacks it: null, as readers insert it.
+    same = [[pl.col(c) if c in k.columns else pl.lit(None, out.schema[c]).alias(c) for c in out.columns] for k in keep]
+    return pl.concat([*(k.select(cols) for k, cols in zip(keep, same, strict=True)), out]).sort(
+        t.time_column, maintain_order=True
+    )
 
 
 def _fragmentation(

@@ -402,6 +402,13 @@ GPU_HOURLY = Table(
             "nvidia, amd or huawei: the samples' vendor, else the model's (gpuledger/vendors.py)",
             late=True,
         ),
+        _c(
+            "mig_profile",
+            pl.String,
+            "a partition row's profile as gpu_samples names it (MIG 1g.10gb, AMD cpx.nps4, Ascend vnpu-2c): the "
+            "instance type the fragmentation inventory reads (gpuledger/partitions.py); null for a whole device",
+            late=True,
+        ),
         _DATE,
     ),
 )

@@ -19,7 +19,8 @@ SELECT
     CAST(power_w_mean AS DOUBLE) AS power_w_mean,            -- DOUBLE: mean power draw
     CAST(energy_wh AS DOUBLE) AS energy_wh,                  -- DOUBLE: power_w_mean x hours covered by samples
     CAST(vendor AS VARCHAR) AS vendor,                       -- VARCHAR: nvidia, amd or huawei: the samples' vendor, else the model's (gpuledger/vendors.py)
+    CAST(mig_profile AS VARCHAR) AS mig_profile,             -- VARCHAR: a partition row's profile as gpu_samples names it (MIG 1g.10gb, AMD cpx.nps4, Ascend vnpu-2c): the instance type the fragmentation inventory reads (gpuledger/partitions.py); null for a whole device
     date                                                     -- DATE: UTC date of the time column (partition column)
 FROM (SELECT * FROM read_parquet(getvariable('gpuledger_lake') || '/gpu_hourly/date=*/*.parquet',
     hive_partitioning = true, union_by_name = true, hive_types = {'date': DATE})
-    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor WHERE false);
+    UNION ALL BY NAME SELECT NULL::VARCHAR AS vendor, NULL::VARCHAR AS mig_profile WHERE false);
