@@ -7,11 +7,24 @@ from its first to its last observation (an imported trace has a node list and no
 is 1 minus the shares of the allocations holding it at the hour's start (a MIG slice's share counts on its
 parent GPU).
 
+Partitioned devices (gpuledger/partitions.py): a physical GPU with partition rows in gpu_hourly at an hour (MIG
+instances, AMD CPX/DPX... partitions, Ascend vNPUs: rows whose parent_gpu_uuid names it) is partitioned at that hour,
+its layout the partitions that reported. Its node state's `gpu_partitions` entry lists the instance types
+(`instance_type` of each row's mig_profile, sorted, joined by ",") of the partitions no allocation holds at the hour
+start ("" when none is free); a whole GPU's entry is null. A partition whose profile is not known (rows written
+before gpu_hourly had mig_profile) offers no instance; a GPU none of whose partitions has a known profile is read
+as a whole GPU, as before. A GPU with partition rows and no row of its own (the AMD exporter reports a CPX GPU as
+its eight partitions only) is in the inventory by its partitions. Its free milli is the GPU's as above; and an
+allocation naming the physical device itself leaves no instance of a GPU it fills free. A partitioned GPU is never
+a whole free GPU: the stranded_* counts are of whole devices only.
+
 The workload M: the cluster's imported pod shapes when the lake has them (`pod_shapes`: a trace's whole pod list,
 CPU requests and CPU-only pods included, which is how FGD builds M), with a node's CPU from its `cpu_milli` label;
 else each model's own jobs (their GPU requests as FGD task types; jobs carry no CPU request, so CPU never blocks),
-per model because a job that asked for an H100 cannot run on an L4 node. The CPU the bound pods requested is not
-known (jobs carry none), so a node's free CPU is its whole CPU.
+per model because a job that asked for an H100 cannot run on an L4 node. A job with a partition profile
+(jobs.mig_profile: nvidia.com/mig-1g.10gb, amd.com/cpx_nps4, huawei.com/Ascend910-2c) is a task of its instance type
+(`profile`) asking that many instances, each of one instance's share (job_pods). The CPU the bound pods requested is
+not known (jobs carry none), so a node's free CPU is its whole CPU.
 """
 
 from __future__ import annotations
@@ -22,29 +35,92 @@ import polars as pl
 
 from gpuledger.analytics.fleet import UNKNOWN_MODEL
 from gpuledger.analytics.fragmentation import node_fragmentation, typical_task_types
+from gpuledger.partitions import instance_share, instance_type, parse_instance
+from gpuledger.vendors import read_resource
 
 SIZES = (1, 2, 4, 8)
 NO_CPU_LIMIT = 10**9  # a node whose CPU is unknown: CPU never blocks a task there
 STATE = {"hour": pl.Datetime("us", "UTC"), "model": pl.String, "cpu_free_milli": pl.Int64}
 STATE |= {"gpu_free_milli": pl.List(pl.Int64), "n": pl.Int64}  # n: identical nodes one row stands for
+# telemetry_state's: STATE and each GPU's free instance types (null: a whole GPU), gpuledger/partitions.py's frame
+PARTITIONED_STATE = STATE | {"gpu_partitions": pl.List(pl.String)}
 SHAPE_KEY = ("cpu_milli", "gpu_milli", "num_gpu", "gpu_spec")
+# The device plugin's resource name a jobs.mig_profile comes from (collector/k8s/pods.py), per vendor family: the
+# unit share the k8s source priced the job's `gpus` with is read back by the same rule.
+_PLUGIN_NAMES = {"mig": "nvidia.com/mig-{}", "amd": "amd.com/{}", "vnpu": "huawei.com/{}"}
+
+
+def unit_share(profile: str, model: str | None = None) -> float | None:
+    """The share of its device one instance of a partition profile holds, as the job's `gpus` counted it: the
+    device plugin's resource name read by gpuledger.vendors.read_resource (`1g.10gb` 1/7, `cpx.nps4` 1/8,
+    `Ascend910-2c` 2/32), else the device's own figure (gpuledger.partitions.instance_share: `vnpu-2c` on a
+    910B3 2/20); None when neither knows."""
+    inst = parse_instance(profile)
+    if inst is None:
+        return None
+    r = read_resource(_PLUGIN_NAMES[inst.family].format(profile.replace(".", "_") if inst.family == "amd" else profile))
+    if r is not None and r.profile is not None:
+        return r.share
+    return instance_share(profile, model)
+
+
+def _instance_types(profiles: pl.Expr) -> pl.Expr:
+    """instance_type of a String column, evaluated once per distinct value (a year of rows has a handful)."""
+
+    def types(s: pl.Series) -> pl.Series:
+        table = {p: instance_type(p) for p in s.unique().drop_nulls().to_list()}
+        return s.replace_strict(table, default=None, return_dtype=pl.String)
+
+    return profiles.map_batches(types, return_dtype=pl.String, is_elementwise=True)
+
+
+def job_pods(jobs: pl.DataFrame) -> pl.DataFrame:
+    """One FGD pod per job request (a `pods` column, if any, counts the jobs each row stands for): cpu_milli 0,
+    gpu_milli, num_gpu, gpu_spec "" and `profile`.
+
+    A share of one GPU is (1 GPU, share x 1000 milli); k GPUs are (k, 1000), a fractional k rounded up. A partition
+    ask (`mig_profile` with an instance type, gpuledger/partitions.py) is (instances, one instance's share x 1000)
+    with `profile` its instance type: instances = gpus / unit_share rounded, at least 1 (the k8s source sums units
+    x share into `gpus`). Else `profile` is "" (and so is a partition ask whose share no rule knows: read as today).
+    """
+    weight = [pl.col("pods")] if "pods" in jobs.columns else []
+    jobs = jobs.filter(pl.col("gpus") > 0)
+    for c in ("mig_profile", "gpu_model"):
+        if c not in jobs.columns:
+            jobs = jobs.with_columns(pl.lit(None, pl.String).alias(c))
+    asks = jobs.select("mig_profile", "gpu_model").unique().drop_nulls("mig_profile")
+    shares = [unit_share(p, m) if instance_type(p) else None for p, m in asks.iter_rows()]
+    asks = asks.with_columns(
+        _instance_types(pl.col("mig_profile")).alias("_type"), pl.Series("_share", shares, dtype=pl.Float64)
+    ).filter(pl.col("_type").is_not_null() & pl.col("_share").is_not_null())
+    jobs = jobs.join(asks, on=["mig_profile", "gpu_model"], how="left", nulls_equal=True)
+    part = pl.col("_type").is_not_null()
+    share = pl.col("gpus") < 1
+    return jobs.select(
+        *weight,
+        pl.lit(0, pl.Int64).alias("cpu_milli"),
+        pl.when(part)
+        .then((pl.col("_share") * 1000).round())
+        .when(share)
+        .then((pl.col("gpus") * 1000).round())
+        .otherwise(1000)
+        .cast(pl.Int64)
+        .alias("gpu_milli"),
+        pl.when(part)
+        .then((pl.col("gpus") / pl.col("_share")).round().clip(lower_bound=1))
+        .when(share)
+        .then(1)
+        .otherwise(pl.col("gpus").ceil())
+        .cast(pl.Int64)
+        .alias("num_gpu"),
+        pl.lit("").alias("gpu_spec"),
+        pl.when(part).then(pl.col("_type")).otherwise(pl.lit("")).alias("profile"),
+    )
 
 
 def task_types_of(jobs: pl.DataFrame) -> pl.DataFrame:
-    """FGD task types from job requests: a share of one GPU is (1 GPU, share x 1000 milli); k GPUs are (k, 1000).
-    A `pods` column, if any, counts the jobs each row stands for."""
-    weight = [pl.col("pods")] if "pods" in jobs.columns else []
-    pods = jobs.filter(pl.col("gpus") > 0).select(
-        *weight,
-        pl.lit(0).alias("cpu_milli"),
-        pl.when(pl.col("gpus") < 1)
-        .then((pl.col("gpus") * 1000).round().cast(pl.Int64))
-        .otherwise(1000)
-        .alias("gpu_milli"),
-        pl.when(pl.col("gpus") < 1).then(1).otherwise(pl.col("gpus").ceil().cast(pl.Int64)).alias("num_gpu"),
-        pl.lit("").alias("gpu_spec"),
-    )
-    return typical_task_types(pods)
+    """FGD task types from job requests (job_pods: whole GPUs, a share of one, or instances of a partition type)."""
+    return typical_task_types(job_pods(jobs))
 
 
 def task_types_of_shapes(shapes: pl.DataFrame) -> pl.DataFrame:
@@ -97,16 +173,28 @@ def telemetry_state(
     end: dt.datetime,
     parents: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them.
+    """Node state per (hour, node) from the GPUs that reported (gpu_hourly) and the allocations holding them, with
+    `gpu_partitions` (PARTITIONED_STATE; see the module's docstring).
 
-    parents: (gpu_uuid, parent_gpu_uuid) of the MIG instances, when the caller keeps them (else read from hourly)."""
-    inv = (
-        hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end) & pl.col("parent_gpu_uuid").is_null())
-        .select("hour", "node", "gpu_uuid", pl.col("model").fill_null(UNKNOWN_MODEL))  # as fleet_hourly counts it
-        .collect()
+    parents: (gpu_uuid, parent_gpu_uuid) of the partitions, when the caller keeps them (else read from hourly);
+    the window's partition rows add theirs."""
+    window = hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end))
+    profile = pl.col("mig_profile") if "mig_profile" in window.collect_schema().names() else pl.lit(None, pl.String)
+    rows = window.select("hour", "node", "gpu_uuid", "parent_gpu_uuid", "model", profile.alias("mig_profile")).collect()
+    own = rows.filter(pl.col("parent_gpu_uuid").is_null()).select("hour", "node", "gpu_uuid", "model")
+    kids = rows.filter(pl.col("parent_gpu_uuid").is_not_null())
+    # A GPU known by its partitions only (an AMD GPU in CPX mode has no row of its own): in the inventory too.
+    implied = (
+        kids.sort("gpu_uuid")
+        .group_by("hour", pl.col("parent_gpu_uuid").alias("gpu_uuid"))
+        .agg(pl.col("node").first(), pl.col("model").drop_nulls().first())
+        .join(own, on=["hour", "gpu_uuid"], how="anti")
+    )
+    inv = pl.concat([own, implied.select(own.columns)]).with_columns(
+        pl.col("model").fill_null(UNKNOWN_MODEL)  # as fleet_hourly counts it
     )
     if inv.is_empty():
-        return pl.DataFrame(schema=STATE)
+        return pl.DataFrame(schema=PARTITIONED_STATE)
     if parents is None:
         parents = (
             hourly.filter(pl.col("parent_gpu_uuid").is_not_null())
@@ -114,24 +202,46 @@ def telemetry_state(
             .unique()
             .collect()
         )
+    parents = pl.concat([parents.select("gpu_uuid", "parent_gpu_uuid"), kids.select("gpu_uuid", "parent_gpu_uuid")])
+    parents = parents.unique("gpu_uuid", keep="first", maintain_order=True)
     a = (
         allocs.join(parents, on="gpu_uuid", how="left")
         .with_columns(pl.coalesce("parent_gpu_uuid", "gpu_uuid").alias("gpu_uuid"))
         .filter(pl.col("gpu_uuid").is_not_null())
     )
-    per_gpu = inv.join(_held(a, ("gpu_uuid",)), on=["hour", "gpu_uuid"], how="left").with_columns(FREE.alias("free"))
+    # The free instances of each partitioned GPU: its partition rows of known type that no allocation holds.
+    typed = kids.with_columns(_instance_types(pl.col("mig_profile")).alias("type")).drop_nulls("type")
+    held_kids = _held(allocs.filter(pl.col("gpu_uuid").is_in(typed["gpu_uuid"].unique().implode())), ("gpu_uuid",))
+    free_types = (
+        typed.join(held_kids, on=["hour", "gpu_uuid"], how="left")
+        .group_by("hour", pl.col("parent_gpu_uuid").alias("gpu_uuid"))
+        .agg(pl.col("type").filter(pl.col("held").fill_null(0) <= 0).sort().str.join(",").alias("partitions"))
+    )
+    per_gpu = (
+        inv.join(_held(a, ("gpu_uuid",)), on=["hour", "gpu_uuid"], how="left")
+        .with_columns(FREE.alias("free"))
+        .join(free_types, on=["hour", "gpu_uuid"], how="left")
+        # the physical device itself held whole (an allocation naming it, not a partition): no instance is free
+        .with_columns(
+            pl.when(pl.col("partitions").is_not_null() & (pl.col("free") == 0))
+            .then(pl.lit(""))
+            .otherwise("partitions")
+            .alias("partitions")
+        )
+    )
     return (
         per_gpu.sort("hour", "node", "gpu_uuid")
         .group_by("hour", "node", maintain_order=True)
-        .agg(pl.col("model").first(), pl.col("free").alias("gpu_free_milli"))
+        .agg(pl.col("model").first(), pl.col("free").alias("gpu_free_milli"), pl.col("partitions"))
         .select(
             "hour",
             "model",
             pl.lit(NO_CPU_LIMIT).alias("cpu_free_milli"),  # telemetry says nothing of CPU
             "gpu_free_milli",
             pl.lit(1).alias("n"),
+            pl.col("partitions").alias("gpu_partitions"),
         )
-        .cast(STATE)
+        .cast(PARTITIONED_STATE)
     )
 
 
@@ -211,6 +321,12 @@ def fragmentation_series(
     if state.is_empty():
         return pl.DataFrame()
     free = pl.col("gpu_free_milli")
+    if "gpu_partitions" not in state.columns:  # a node list says nothing of partitions: every GPU is whole
+        state = state.with_columns(pl.lit(None, pl.String).repeat_by(free.list.len()).alias("gpu_partitions"))
+    offered = pl.col("gpu_partitions")
+    # A whole free GPU: a partitioned one offers none (gpuledger/partitions.py's rule 2), however free its milli.
+    whole = free.list.eval(pl.element() == 1000).cast(pl.List(pl.Int64))
+    whole = (whole * offered.list.eval(pl.element().is_null()).cast(pl.List(pl.Int64))).list.sum()
     state = state.with_columns(
         (
             pl.col("model")
@@ -218,11 +334,13 @@ def fragmentation_series(
             + pl.col("cpu_free_milli").cast(pl.String)
             + "/"
             + free.cast(pl.List(pl.String)).list.join(",")
+            + "/"
+            + offered.list.eval(pl.element().fill_null("*")).list.join(";")  # "*" a whole GPU, "" none free
         ).alias("key"),
-        free.list.eval(pl.element() == 1000).list.sum().cast(pl.Int64).alias("whole"),
+        whole.cast(pl.Int64).alias("whole"),
     )
     distinct = state.unique("key", maintain_order=True).select(
-        pl.col("key").alias("node"), "model", "cpu_free_milli", "gpu_free_milli"
+        pl.col("key").alias("node"), "model", "cpu_free_milli", "gpu_free_milli", "gpu_partitions"
     )
     if shapes is not None and shapes.height:
         tt = task_types_of_shapes(shapes)

@@ -64,7 +64,9 @@ from gpuledger.lake import LakeWriter, file_stamps, has_data, partition_file, re
 from gpuledger.store import LakeRef
 
 log = logging.getLogger(__name__)
-STATE_VERSION = 3  # 2: the jobs' newest rows kept (job_state.py); 3: tenant_hours and counts per cluster
+STATE_VERSION = 4  # 2: the jobs' newest rows kept (job_state.py); 3: tenant_hours and counts per cluster;
+# 4: counts per partition profile (a 1g.10gb ask is a MIG instance, not 1/7 of any GPU: gpuledger/partitions.py)
+COUNT_KEY = ("cluster", "gpu_model", "gpus", "mig_profile")
 PER_DAY = planner.PER_DAY
 DAY = dt.timedelta(days=1)
 UTC = dt.timezone.utc
@@ -383,7 +385,7 @@ class Plan:
     after: pl.DataFrame  # ... and after
     lmax_s: float
     first_submitted: dt.datetime | None
-    counts: pl.DataFrame  # (cluster, gpu_model, gpus, n) of every job: the fragmentation metric's workload
+    counts: pl.DataFrame  # (cluster, gpu_model, gpus, mig_profile, n) of every job: the fragmentation workload
     prev_now: dt.datetime
     from_s: float | None
     # The times whose allocation intervals differ from gpu_allocations' (none in a full run: every day is redone).
@@ -396,8 +398,8 @@ class Plan:
         return self.allocs.filter(pl.col("end") > _lit(t))
 
     def workload(self) -> pl.DataFrame:
-        """(cluster, gpu_model, gpus, pods): how many jobs ever seen asked for each request (kept as counts: a row
-        per job would be 0.7M rows a year of 1,000 GPUs)."""
+        """(cluster, gpu_model, gpus, mig_profile, pods): how many jobs ever seen asked for each request (kept as
+        counts: a row per job would be 0.7M rows a year of 1,000 GPUs)."""
         return self.counts.rename({"n": "pods"})
 
     def clusters(self) -> list[str]:
@@ -538,16 +540,12 @@ def _written_allocations(lake: LakeRef, load_from: dt.date | None, now: dt.datet
 
 
 def _counts(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.group_by("cluster", "gpu_model", "gpus").agg(pl.len().cast(pl.Int64).alias("n"))
+    return rows.group_by(COUNT_KEY).agg(pl.len().cast(pl.Int64).alias("n"))
 
 
 def _add_counts(prev: pl.DataFrame, after: pl.DataFrame, before: pl.DataFrame) -> pl.DataFrame:
     minus = _counts(before).with_columns(-pl.col("n"))
-    out = (
-        pl.concat([prev, _counts(after), minus], how="vertical_relaxed")
-        .group_by("cluster", "gpu_model", "gpus")
-        .agg(pl.col("n").sum())
-    )
+    out = pl.concat([prev, _counts(after), minus], how="vertical_relaxed").group_by(COUNT_KEY).agg(pl.col("n").sum())
     return out.filter(pl.col("n") != 0)
 
 
@@ -705,7 +703,7 @@ def job_tables(lake: LakeRef, writer: LakeWriter, plan: Plan) -> JobTables:
         "lmax_s": plan.lmax_s,
         "first_submitted_s": None if plan.first_submitted is None else plan.first_submitted.timestamp(),
     }
-    counts = plan.counts.sort("cluster", "gpu_model", "gpus")
+    counts = plan.counts.sort(COUNT_KEY, nulls_last=True)
     state.save({"gpus": hourly.gpus, "tenant_hours": tenant_hours, "counts": counts}, meta)
     log.debug("job-level tables in %.1f s", time.perf_counter() - t0)
     return JobTables(reports, plan, tenant_hours, hourly.gpus)
