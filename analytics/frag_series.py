@@ -64,7 +64,7 @@ def unit_share(profile: str, model: str | None = None) -> float | None:
     return instance_share(profile, model)
 
 
-def _instance_types(profiles: pl.Expr) -> pl.Expr:
+def instance_types(profiles: pl.Expr) -> pl.Expr:
     """instance_type of a String column, evaluated once per distinct value (a year of rows has a handful)."""
 
     def types(s: pl.Series) -> pl.Series:
@@ -84,37 +84,55 @@ def job_pods(jobs: pl.DataFrame) -> pl.DataFrame:
     x share into `gpus`). Else `profile` is "" (and so is a partition ask whose share no rule knows: read as today).
     """
     weight = [pl.col("pods")] if "pods" in jobs.columns else []
-    jobs = jobs.filter(pl.col("gpus") > 0)
-    for c in ("mig_profile", "gpu_model"):
-        if c not in jobs.columns:
-            jobs = jobs.with_columns(pl.lit(None, pl.String).alias(c))
-    asks = jobs.select("mig_profile", "gpu_model").unique().drop_nulls("mig_profile")
-    shares = [unit_share(p, m) if instance_type(p) else None for p, m in asks.iter_rows()]
-    asks = asks.with_columns(
-        _instance_types(pl.col("mig_profile")).alias("_type"), pl.Series("_share", shares, dtype=pl.Float64)
-    ).filter(pl.col("_type").is_not_null() & pl.col("_share").is_not_null())
-    jobs = jobs.join(asks, on=["mig_profile", "gpu_model"], how="left", nulls_equal=True)
-    part = pl.col("_type").is_not_null()
+    asks = partition_asks(jobs.filter(pl.col("gpus") > 0))
+    part = pl.col("profile") != ""
     share = pl.col("gpus") < 1
-    return jobs.select(
+    return asks.select(
         *weight,
         pl.lit(0, pl.Int64).alias("cpu_milli"),
         pl.when(part)
-        .then((pl.col("_share") * 1000).round())
+        .then(pl.col("instance_milli"))
         .when(share)
         .then((pl.col("gpus") * 1000).round())
         .otherwise(1000)
         .cast(pl.Int64)
         .alias("gpu_milli"),
         pl.when(part)
-        .then((pl.col("gpus") / pl.col("_share")).round().clip(lower_bound=1))
+        .then(pl.col("instances"))
         .when(share)
         .then(1)
         .otherwise(pl.col("gpus").ceil())
         .cast(pl.Int64)
         .alias("num_gpu"),
         pl.lit("").alias("gpu_spec"),
-        pl.when(part).then(pl.col("_type")).otherwise(pl.lit("")).alias("profile"),
+        "profile",
+    )
+
+
+def partition_asks(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The jobs (gpus, and mig_profile, gpu_model where they have them) with what a partition ask takes: `profile`
+    (its instance type, "" for no partition ask or one whose share no rule knows), `instances` (gpus / unit_share
+    rounded, at least 1) and `instance_milli` (one instance's share x 1000, rounded); null but for partition asks."""
+    for c in ("mig_profile", "gpu_model"):
+        if c not in jobs.columns:
+            jobs = jobs.with_columns(pl.lit(None, pl.String).alias(c))
+    asks = jobs.select("mig_profile", "gpu_model").unique().drop_nulls("mig_profile")
+    shares = [unit_share(p, m) if instance_type(p) else None for p, m in asks.iter_rows()]
+    asks = asks.with_columns(
+        instance_types(pl.col("mig_profile")).alias("_type"), pl.Series("_share", shares, dtype=pl.Float64)
+    ).filter(pl.col("_type").is_not_null() & pl.col("_share").is_not_null())
+    part = pl.col("_type").is_not_null()
+    return (
+        jobs.join(asks, on=["mig_profile", "gpu_model"], how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(
+            pl.col("_type").fill_null("").alias("profile"),
+            pl.when(part)
+            .then((pl.col("gpus") / pl.col("_share")).round().clip(lower_bound=1))
+            .cast(pl.Int64)
+            .alias("instances"),
+            pl.when(part).then((pl.col("_share") * 1000).round()).cast(pl.Int64).alias("instance_milli"),
+        )
+        .drop("_type", "_share")
     )
 
 
@@ -210,7 +228,7 @@ def telemetry_state(
         .filter(pl.col("gpu_uuid").is_not_null())
     )
     # The free instances of each partitioned GPU: its partition rows of known type that no allocation holds.
-    typed = kids.with_columns(_instance_types(pl.col("mig_profile")).alias("type")).drop_nulls("type")
+    typed = kids.with_columns(instance_types(pl.col("mig_profile")).alias("type")).drop_nulls("type")
     held_kids = _held(allocs.filter(pl.col("gpu_uuid").is_in(typed["gpu_uuid"].unique().implode())), ("gpu_uuid",))
     free_types = (
         typed.join(held_kids, on=["hour", "gpu_uuid"], how="left")

@@ -8,10 +8,17 @@ Inputs (`Inputs`, read from the lake by `read_inputs`):
 - Jobs: every job of the cluster alive in [start, end): submitted before the end and not finished before the start
   (so the load already running when the period opens is part of it), GPU jobs only, ordered by submission time.
   A share of one GPU is one pod of share x 1000 milli; k >= 1 GPUs is k whole GPUs (a fractional k rounds up),
-  as analytics/frag_series.py reads requests. Jobs carry no CPU request, so CPU never blocks a placement.
+  as analytics/frag_series.py reads requests. A partition ask (jobs.mig_profile: a MIG profile, an AMD compute
+  partition, an Ascend vNPU template) is a pod of `profile` its instance type asking that many instances, each of
+  one instance's share (frag_series.job_pods; gpuledger/partitions.py). Jobs carry no CPU request, so CPU never
+  blocks a placement.
 - Inventory: the cluster's nodes seen in the period (`nodes`: model and GPU count; CPU from a `cpu_milli` label,
   as an imported trace has, else unlimited). A job of a model the inventory lacks is no placement question and is
-  left out.
+  left out. Each node's `gpu_layout` (partitions.py's replay frame) is from the period's gpu_hourly rows
+  (`layouts`): a physical GPU that had partition rows is replayed with the last layout it reported in the period
+  (its partitions' instance types, sorted); a GPU with none, or a node whose GPUs report no telemetry (an imported
+  trace), is whole (null). A node's GPUs are taken in gpu_uuid order, as many as its GPU count (the ones telemetry
+  does not name are whole).
 - Workload M (what "fragmented" means): the one the measured table used (frag_series): the cluster's imported pod
   shapes when it has them (one M for the whole cluster, and then a job may only use nodes of its own model), else
   each GPU model's own jobs, every job the lake holds (then each model is replayed on its own nodes).
@@ -46,17 +53,25 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from gpuledger.analytics.cost_allocation import charge_periods
-from gpuledger.analytics.frag_series import NO_CPU_LIMIT, latest_nodes, task_types_of, task_types_of_shapes
+from gpuledger.analytics.frag_series import (
+    NO_CPU_LIMIT,
+    instance_types,
+    latest_nodes,
+    partition_asks,
+    task_types_of,
+    task_types_of_shapes,
+)
 from gpuledger.analytics.fragmentation import POLICIES, arrival_bins, node_fragmentation, replay
 from gpuledger.analytics.fragmentation.metric import MILLI
 from gpuledger.config import Rate
 from gpuledger.errors import UsageError
+from gpuledger.partitions import format_layout, free_instances, split_layout
 
 MEASURED = "measured"  # the row of what the lake measured under today's scheduler
 ARRIVAL_CAP = 1.3  # the artifact replays to 130% of capacity: past 100% the curves show who fills up first
@@ -90,7 +105,8 @@ CURVE_SCHEMA = pl.Schema(
     }
 )
 NODE_COLUMNS = ("node", "gpu_model", "gpu_count", "labels", "first_seen", "last_seen")
-JOB_COLUMNS = ("job_id", "gpu_model", "gpus", "submitted_at")
+JOB_COLUMNS = ("job_id", "gpu_model", "gpus", "mig_profile", "submitted_at")
+LAYOUT_COLUMNS = ("node", "gpu_uuid", "layout")
 MEASURED_COLUMNS = ("ts", "gpu_model", "gpus", "free_gpus", "fragmented_gpus")
 
 
@@ -98,15 +114,18 @@ MEASURED_COLUMNS = ("ts", "gpu_model", "gpus", "free_gpus", "fragmented_gpus")
 class Inputs:
     """What the what-if reads, for one cluster and period (see the module's docstring).
 
-    nodes: NODE_COLUMNS (latest_nodes rows). jobs: JOB_COLUMNS, the period's. workload: gpu_model, gpus, pods (every
-    job of the cluster, counted). shapes: pod_shapes rows (cpu_milli, gpu_milli, num_gpu, gpu_spec, pods), maybe
-    none. measured: MEASURED_COLUMNS, the period's fragmentation rows."""
+    nodes: NODE_COLUMNS (latest_nodes rows). jobs: JOB_COLUMNS, the period's. workload: gpu_model, gpus,
+    mig_profile, pods (every job of the cluster, counted). shapes: pod_shapes rows (cpu_milli, gpu_milli, num_gpu,
+    gpu_spec, pods), maybe none. measured: MEASURED_COLUMNS, the period's fragmentation rows. layouts:
+    LAYOUT_COLUMNS (gpu_layouts: each physical GPU telemetry saw in the period, layout null when whole), maybe none.
+    """
 
     nodes: pl.DataFrame
     jobs: pl.DataFrame
     workload: pl.DataFrame
     shapes: pl.DataFrame
     measured: pl.DataFrame
+    layouts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={c: pl.String for c in LAYOUT_COLUMNS}))
 
 
 @dataclass(frozen=True)
@@ -153,8 +172,15 @@ def read_inputs(lake, cluster: str, start: dt.datetime, end: dt.datetime, model:
     )
     alive = (pl.col("submitted_at") < end) & (pl.col("finished_at").is_null() | (pl.col("finished_at") > start))
     jobs = every.filter(alive).select(JOB_COLUMNS)
-    workload = every.group_by("gpu_model", "gpus").agg(pl.len().cast(pl.Int64).alias("pods"))
+    workload = every.group_by("gpu_model", "gpus", "mig_profile").agg(pl.len().cast(pl.Int64).alias("pods"))
     shapes = scan(lake, "pod_shapes").filter(mine).collect()
+    days = pl.col("date").is_between(start.date(), end.date())
+    hourly = (
+        scan(lake, "gpu_hourly")
+        .filter(mine & days & (pl.col("hour") >= start) & (pl.col("hour") < end))
+        .select("hour", "node", "gpu_uuid", "parent_gpu_uuid", "mig_profile")
+        .collect()
+    )
     measured = (
         scan(lake, "fragmentation")
         .filter(mine & pl.col("date").is_between(start.date(), end.date()))
@@ -166,13 +192,34 @@ def read_inputs(lake, cluster: str, start: dt.datetime, end: dt.datetime, model:
         nodes, jobs, workload, measured = (
             f.filter(pl.col("gpu_model") == model) for f in (nodes, jobs, workload, measured)
         )
-    return Inputs(nodes, jobs, workload, shapes, measured)
+    return Inputs(nodes, jobs, workload, shapes, measured, gpu_layouts(hourly))
+
+
+def gpu_layouts(hourly: pl.DataFrame) -> pl.DataFrame:
+    """LAYOUT_COLUMNS from gpu_hourly rows (hour, node, gpu_uuid, parent_gpu_uuid, mig_profile): each physical GPU
+    (a row of its own, or named by its partitions' parent_gpu_uuid) on the node it last reported from, and the
+    last layout it had: the instance types of its partition rows of its latest hour with any (sorted, joined by
+    ","); null for a GPU never partitioned in these rows. A partition of unknown profile is left out."""
+    own = hourly.filter(pl.col("parent_gpu_uuid").is_null()).select("hour", "node", "gpu_uuid")
+    kids = hourly.filter(pl.col("parent_gpu_uuid").is_not_null())
+    gpus = (
+        pl.concat([own, kids.select("hour", "node", pl.col("parent_gpu_uuid").alias("gpu_uuid"))])
+        .sort("hour", "node")
+        .group_by("gpu_uuid")
+        .agg(pl.col("node").last())
+    )
+    typed = kids.with_columns(instance_types(pl.col("mig_profile")).alias("type")).drop_nulls("type")
+    last = typed.filter(pl.col("hour") == pl.col("hour").max().over("parent_gpu_uuid"))
+    layout = last.group_by(pl.col("parent_gpu_uuid").alias("gpu_uuid")).agg(
+        pl.col("type").sort().str.join(",").alias("layout")
+    )
+    return gpus.join(layout, on="gpu_uuid", how="left").select(LAYOUT_COLUMNS).sort("node", "gpu_uuid")
 
 
 def check(inputs: Inputs, cluster: str, start: dt.datetime, end: dt.datetime) -> None:
     """UsageError naming what is missing: no inventory, no jobs on it, or no measured figures to compare with."""
     when = f"cluster {cluster!r} from {start:%Y-%m-%d} to {end - dt.timedelta(microseconds=1):%Y-%m-%d}"
-    inventory = _inventory(inputs.nodes)
+    inventory = _inventory(inputs.nodes, inputs.layouts)
     if inventory.is_empty():
         raise UsageError(f"no GPU nodes in the lake's nodes table for {when}: there is no inventory to replay on")
     jobs = inputs.jobs.filter(pl.col("gpu_model").is_in(inventory["model"].unique().to_list()))
@@ -182,32 +229,54 @@ def check(inputs: Inputs, cluster: str, start: dt.datetime, end: dt.datetime) ->
         raise UsageError(f"no measured fragmentation for {when}: run `gpuledger analyze` over that period first")
 
 
-def _inventory(nodes: pl.DataFrame) -> pl.DataFrame:
-    """replay()'s cluster frame: node, model, cpu_milli (the cpu_milli label, else unlimited), gpus."""
+def _inventory(nodes: pl.DataFrame, layouts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """replay()'s cluster frame: node, model, cpu_milli (the cpu_milli label, else unlimited), gpus and gpu_layout
+    (per GPU: null whole, else its layout; see the module's docstring)."""
     cpu = pl.col("labels").list.eval(pl.element().filter(pl.element().struct.field("key") == "cpu_milli"))
-    return nodes.filter((pl.col("gpu_count") > 0) & pl.col("gpu_model").is_not_null()).select(
+    inv = nodes.filter((pl.col("gpu_count") > 0) & pl.col("gpu_model").is_not_null()).select(
         "node",
         pl.col("gpu_model").alias("model"),
         cpu.list.first().struct.field("value").cast(pl.Int64, strict=False).fill_null(NO_CPU_LIMIT).alias("cpu_milli"),
         pl.col("gpu_count").cast(pl.Int64).alias("gpus"),
     )
+    if layouts is None:
+        layouts = pl.DataFrame(schema={c: pl.String for c in LAYOUT_COLUMNS})
+    per_node = layouts.sort("node", "gpu_uuid").group_by("node", maintain_order=True).agg(pl.col("layout"))
+    seen = pl.col("layout").fill_null(pl.lit([], pl.List(pl.String))).list.head(pl.col("gpus"))
+    whole = pl.lit(None, pl.String).repeat_by(pl.col("gpus") - seen.list.len())
+    return (
+        inv.join(per_node, on="node", how="left", maintain_order="left")
+        .with_columns(pl.concat_list(seen, whole).alias("gpu_layout"))
+        .drop("layout")
+    )
 
 
 def _pods(jobs: pl.DataFrame, spec: bool) -> pl.DataFrame:
-    """replay()'s pods, in arrival order: a share of one GPU, or whole GPUs; `spec`: only the job's own model."""
+    """replay()'s pods, in arrival order: a share of one GPU, whole GPUs, or instances of a partition type
+    (`profile`, frag_series.partition_asks); `spec`: only the job's own model."""
     share = pl.col("gpus") < 1
+    part = pl.col("profile") != ""
     return (
-        jobs.sort("submitted_at", "job_id", nulls_last=True)
+        partition_asks(jobs.sort("submitted_at", "job_id", nulls_last=True))
         .select(
             "gpu_model",
             pl.lit(0, pl.Int64).alias("cpu_milli"),
-            pl.when(share).then(1).otherwise(pl.col("gpus").ceil()).cast(pl.Int64).alias("num_gpu"),
-            pl.when(share)
+            pl.when(part)
+            .then(pl.col("instances"))
+            .when(share)
+            .then(1)
+            .otherwise(pl.col("gpus").ceil())
+            .cast(pl.Int64)
+            .alias("num_gpu"),
+            pl.when(part)
+            .then(pl.col("instance_milli").clip(1, MILLI))
+            .when(share)
             .then((pl.col("gpus") * MILLI).round().clip(1, MILLI))
             .otherwise(MILLI)
             .cast(pl.Int64)
             .alias("gpu_milli"),
             (pl.col("gpu_model") if spec else pl.lit("")).alias("gpu_spec"),
+            "profile",
         )
         .with_columns((pl.col("num_gpu") * pl.col("gpu_milli")).alias("demand_milli"))
     )
@@ -226,10 +295,11 @@ def _closest(allocated: np.ndarray, target: float) -> int:
 
 
 def _state_after(cluster: pl.DataFrame, pods: pl.DataFrame, log: pl.DataFrame, k: int) -> pl.DataFrame:
-    """Node state (node_fragmentation's input) after the first k pods of a replay: its log says where each went."""
-    placed = (
-        log.head(k).with_columns(pods.head(k).select("gpu_milli", "cpu_milli")).filter(pl.col("node").is_not_null())
-    )
+    """Node state (node_fragmentation's input) after the first k pods of a replay: its log says where each went.
+    With the cluster's gpu_layout, each GPU's `gpu_partitions` too: its layout less the instances placed on it (a
+    partition pod's gpu_index names the GPU of each instance it took, a GPU once per instance)."""
+    asked = ["gpu_milli", "cpu_milli", *(["profile"] if "profile" in pods.columns else [])]
+    placed = log.head(k).with_columns(pods.head(k).select(asked)).filter(pl.col("node").is_not_null())
     cpu_used = placed.group_by("node").agg(pl.col("cpu_milli").sum().alias("cpu_used"))
     held = (
         placed.explode("gpu_index")
@@ -244,7 +314,12 @@ def _state_after(cluster: pl.DataFrame, pods: pl.DataFrame, log: pl.DataFrame, k
         .with_columns((MILLI - pl.col("held").fill_null(0)).alias("free"))
         .sort("node", "gpu_index")
     )
-    free = per_gpu.group_by("node", maintain_order=True).agg(pl.col("free").alias("gpu_free_milli"))
+    partitioned = "gpu_layout" in cluster.columns
+    if partitioned:
+        per_gpu = per_gpu.join(_free_instances(cluster, placed), on=["node", "gpu_index"], how="left")
+    free = per_gpu.group_by("node", maintain_order=True).agg(
+        pl.col("free").alias("gpu_free_milli"), *([pl.col("partitions").alias("gpu_partitions")] if partitioned else [])
+    )
     return (
         cluster.join(cpu_used, on="node", how="left")
         .join(free, on="node", how="left")
@@ -253,8 +328,30 @@ def _state_after(cluster: pl.DataFrame, pods: pl.DataFrame, log: pl.DataFrame, k
             "model",
             (pl.col("cpu_milli") - pl.col("cpu_used").fill_null(0)).alias("cpu_free_milli"),
             pl.col("gpu_free_milli").fill_null([]),
+            *([pl.col("gpu_partitions").fill_null([])] if partitioned else []),
         )
     )
+
+
+def _free_instances(cluster: pl.DataFrame, placed: pl.DataFrame) -> pl.DataFrame:
+    """(node, gpu_index, partitions) of each partitioned GPU: its layout less the instances the placed pods hold
+    (gpuledger.partitions.free_instances), joined by ","."""
+    layouts = (
+        cluster.select("node", pl.col("gpu_layout"), pl.int_ranges(pl.col("gpus")).alias("gpu_index"))
+        .explode("gpu_layout", "gpu_index")
+        .drop_nulls("gpu_layout")
+    )
+    out = {"node": [], "gpu_index": [], "partitions": []}
+    held: dict[tuple[str, int], list[str]] = {}
+    if "profile" in placed.columns:
+        taken = placed.filter(pl.col("profile").fill_null("") != "").explode("gpu_index").drop_nulls("gpu_index")
+        for node, index, profile in taken.select("node", "gpu_index", "profile").iter_rows():
+            held.setdefault((node, index), []).append(profile)
+    for node, layout, index in layouts.iter_rows():
+        out["node"].append(node)
+        out["gpu_index"].append(index)
+        out["partitions"].append(format_layout(free_instances(split_layout(layout), held.get((node, index), []))))
+    return pl.DataFrame(out, schema={"node": pl.String, "gpu_index": pl.Int64, "partitions": pl.String})
 
 
 def _replay_group(
@@ -266,7 +363,8 @@ def _replay_group(
     demand = pods["demand_milli"].to_numpy()
     before = np.cumsum(demand) - demand
     pods = pods.filter(pl.Series(before < ARRIVAL_CAP * MILLI * capacity))
-    result = replay(cluster, pods.select("cpu_milli", "num_gpu", "gpu_milli", "gpu_spec"), task_types, policy, SEED)
+    asks = ["cpu_milli", "num_gpu", "gpu_milli", "gpu_spec", *(["profile"] if "profile" in pods.columns else [])]
+    result = replay(cluster, pods.select(asks), task_types, policy, SEED)
     log = result.log
     cum = log["arrived_gpu_milli"].to_numpy()
     models = cluster.group_by("model").agg(pl.col("gpus").sum()).rename({"model": "gpu_model"})
@@ -347,7 +445,7 @@ def compare(
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         raise UsageError(f"unknown policy {', '.join(unknown)}; policies are: {', '.join(POLICIES)}")
-    inventory = _inventory(inputs.nodes).sort("node")
+    inventory = _inventory(inputs.nodes, inputs.layouts).sort("node")
     models = sorted(inventory["model"].unique().to_list())
     jobs = inputs.jobs.filter(pl.col("gpu_model").is_in(models))
     meas = _measured(inputs.measured.filter(pl.col("gpu_model").is_in(models)))
