@@ -52,6 +52,7 @@ Frames in, frames out; `read_inputs` is the only function that reads (through gp
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -71,7 +72,9 @@ from gpuledger.analytics.fragmentation import POLICIES, arrival_bins, node_fragm
 from gpuledger.analytics.fragmentation.metric import MILLI
 from gpuledger.config import Rate
 from gpuledger.errors import UsageError
-from gpuledger.partitions import format_layout, free_instances, split_layout
+from gpuledger.partitions import format_layout, free_instances, parse_layout, split_layout
+
+log = logging.getLogger(__name__)
 
 MEASURED = "measured"  # the row of what the lake measured under today's scheduler
 ARRIVAL_CAP = 1.3  # the artifact replays to 130% of capacity: past 100% the curves show who fills up first
@@ -241,6 +244,7 @@ def _inventory(nodes: pl.DataFrame, layouts: pl.DataFrame | None = None) -> pl.D
     )
     if layouts is None:
         layouts = pl.DataFrame(schema={c: pl.String for c in LAYOUT_COLUMNS})
+    layouts = _holdable(layouts, inv)
     per_node = layouts.sort("node", "gpu_uuid").group_by("node", maintain_order=True).agg(pl.col("layout"))
     seen = pl.col("layout").fill_null(pl.lit([], pl.List(pl.String))).list.head(pl.col("gpus"))
     whole = pl.lit(None, pl.String).repeat_by(pl.col("gpus") - seen.list.len())
@@ -249,6 +253,25 @@ def _inventory(nodes: pl.DataFrame, layouts: pl.DataFrame | None = None) -> pl.D
         .with_columns(pl.concat_list(seen, whole).alias("gpu_layout"))
         .drop("layout")
     )
+
+
+def _holdable(layouts: pl.DataFrame, inv: pl.DataFrame) -> pl.DataFrame:
+    """The layouts the node's model can hold (gpuledger.partitions.parse_layout); one the vendor's rule refuses (a
+    model whose figures partitions.py does not know, telemetry of a layout changing mid-hour) is replayed whole,
+    with a warning naming the GPU: the replay cannot place on a layout the device could not have."""
+    models = dict(inv.select("node", "model").iter_rows())
+    keep, refused = [], {}
+    for node, gpu, layout in layouts.select(LAYOUT_COLUMNS).iter_rows():
+        if layout is not None and (layout, models.get(node)) not in refused:
+            try:
+                parse_layout(layout, models.get(node))
+            except ValueError as e:
+                refused[(layout, models.get(node))] = str(e)
+        why = refused.get((layout, models.get(node)))
+        if why is not None:
+            log.warning("what-if: GPU %s of node %s replayed whole: its layout %s: %s", gpu, node, layout, why)
+        keep.append(why is None)
+    return layouts.with_columns(pl.when(pl.Series(keep, dtype=pl.Boolean)).then("layout").alias("layout"))
 
 
 def _pods(jobs: pl.DataFrame, spec: bool) -> pl.DataFrame:

@@ -142,3 +142,14 @@ def test_state_after_replayed_pods_lists_each_gpus_free_instances():
         ("n1", [714, 1000], [",".join(["1g.10gb"] * 5), None]),
         ("n2", [1000], [CPX8]),
     ]
+
+
+def test_a_layout_the_device_cannot_hold_is_replayed_whole_with_a_warning(caplog):
+    nodes = pl.DataFrame(
+        {"node": ["n3", "n2"], "gpu_model": [ASCEND, MI300X], "gpu_count": [1, 1]},
+    ).with_columns(pl.lit([], pl.List(pl.Struct({"key": pl.String, "value": pl.String}))).alias("labels"))
+    # two vnpu-4c take 8 AI CPUs, a 310P has 7 (partitions.check_layout); the MI300X's 8 CPX partitions are fine
+    layouts = pl.DataFrame({"node": ["n3", "n2"], "gpu_uuid": ["NPU-0", "MI-1"], "layout": ["vnpu-4c,vnpu-4c", CPX8]})
+    inv = pw._inventory(nodes, layouts)
+    assert inv.select("node", "gpu_layout").rows() == [("n3", [None]), ("n2", [CPX8])]
+    assert "GPU NPU-0 of node n3 replayed whole: its layout vnpu-4c,vnpu-4c: vNPU layout" in caplog.text
