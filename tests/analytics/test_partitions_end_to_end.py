@@ -13,6 +13,7 @@ import json
 import polars as pl
 import pytest
 
+from gpuledger.analytics.frag_series import task_types_of
 from gpuledger.analytics.fragmentation import node_fragmentation
 from gpuledger.lake import scan
 
@@ -66,7 +67,8 @@ def test_analyze_counts_free_instances_and_the_whatif_replays_partitions(cli, fl
             (H11, ASCEND): 0.0,
         }
     )
-    r = cli("whatif", "placement", "--lake", lake, "--from", "2026-11-02", "--to", "2026-11-02", "--format", "json")
+    args = ("--cluster", "c", "--from", "2026-11-02", "--to", "2026-11-02", "--format", "json")
+    r = cli("whatif", "placement", "--lake", lake, *args)
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
     measured = {row["gpu_model"]: row["fragmented_gpus"] for row in rows if row["policy"] == "measured"}
@@ -80,3 +82,15 @@ def test_analyze_counts_free_instances_and_the_whatif_replays_partitions(cli, fl
         (p, m) for p in ("fgd", "bestfit") for m in (H100, MI300X, ASCEND)
     }
     assert sum(row["pods_unplaced"] for row in replayed) == 0
+
+
+def test_task_types_of_jobs_keep_their_instance_type():
+    jobs = pl.DataFrame(
+        {"gpu_model": [H100] * 3, "gpus": [1 / 7, 2 / 7, 1.0], "mig_profile": ["1g.10gb", "1g.10gb+me", None]}
+    ).with_columns(pl.Series("pods", [3, 1, 1]))
+    types = task_types_of(jobs)
+    got = types.select("gpu_milli", "num_gpu", "profile", "count").rows()
+    # 3 pods of one 1g.10gb, 1 of two (the +me variant is the same slot), 1 whole GPU: 5 pods, all kept (the
+    # first two types cover 4 of 5 = 80 % < 95 %); a tie of counts goes to the larger key (the whole GPU first)
+    assert got == [(143, 1, "1g.10gb", 3), (1000, 1, "", 1), (143, 2, "1g.10gb", 1)]
+    assert types["p"].to_list() == pytest.approx([0.6, 0.2, 0.2])
