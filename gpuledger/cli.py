@@ -821,13 +821,18 @@ def quota_list(ctx: Ctx, pending, fmt) -> None:
 @click.option(
     "--local-queue", default="gpuledger", show_default=True, help="LocalQueue name in each tenant namespace; '' = none."
 )
-@click.option("--node-label-key", default="nvidia.com/gpu.product", show_default=True, help="Node label of a flavor.")
+@click.option(
+    "--node-label-key",
+    default=None,
+    help="Node label key of every flavor [each vendor's: nvidia.com/gpu.product, amd.com/gpu.product-name, "
+    "node.kubernetes.io/npu.chip.name].",
+)
 @click.option(
     "--node-label",
     "node_labels",
     multiple=True,
     metavar="MODEL=VALUE",
-    help="The node label value of a GPU model's nodes (repeatable) [GPU feature discovery's: spaces made dashes].",
+    help="The node label value of a GPU model's nodes (repeatable) [its vendor's node labeller's].",
 )
 @common
 def quota_kueue(

@@ -3,11 +3,13 @@
 `kueue_objects` turns the config's [[tenants]] (their quotas, namespaces and fair-share weights), the GPU models of
 the lake and the quota grants active at a time into Kueue API objects (docs/kueue.md):
 
-- one ResourceFlavor per GPU model, selecting its nodes by the label GPU feature discovery sets
-  (`nvidia.com/gpu.product`: the NVML name with each space made a dash, "NVIDIA H100 80GB HBM3" ->
-  "NVIDIA-H100-80GB-HBM3", `product_label`);
-- one ClusterQueue per tenant, covering `nvidia.com/gpu` with a nominalQuota per flavor: the tenant's quota for
-  that model, grants included (`tenant_caps`);
+- one ResourceFlavor per GPU model of any vendor, selecting its nodes by the label the vendor's node labeller sets
+  (gpuledger.vendors.node_label: `nvidia.com/gpu.product` "NVIDIA-H100-80GB-HBM3", `amd.com/gpu.product-name`
+  "AMD_Instinct_MI300X_OAM", `node.kubernetes.io/npu.chip.name` "910B3");
+- one ClusterQueue per tenant, with a nominalQuota per flavor of the resource its vendor's device plugin asks a
+  whole device by (gpuledger.vendors.device_resource: `nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`...):
+  the tenant's quota for that model, grants included (`tenant_caps`). Kueue lets a resource be covered by one
+  resource group only, so the flavors are grouped by their resource, one resource group each;
 - one LocalQueue per namespace of the tenant, pointing at its ClusterQueue (users submit to LocalQueues).
 
 Kueue quotas are per (flavor, resource): it has no cap across a queue's flavors. A "*" quota caps all of a
@@ -31,15 +33,15 @@ import yaml
 
 from gpuledger.config import Config, Tenant, match_model
 from gpuledger.errors import UsageError
+from gpuledger.vendors import device_resource, node_label
 
 ANY = "*"
 GROUP = "kueue.x-k8s.io"
 # v1beta2 is the version Kueue stores (its CRDs serve v1beta1 too, deprecated): sites on a Kueue older than 0.15
 # serve only v1beta1, whose ClusterQueue names the cohort `cohort` instead of `cohortName`.
 API_VERSIONS = ("v1beta2", "v1beta1")
-GPU = "nvidia.com/gpu"
 MAX_FLAVORS = 64  # of one resource group (the ClusterQueue CRD's maxItems)
-PRODUCT_LABEL = "nvidia.com/gpu.product"  # set on every GPU node by NVIDIA GPU feature discovery
+MAX_GROUPS = 16  # resource groups of a ClusterQueue (the CRD's maxItems)
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace (1.21+)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuledger"}  # what `kubectl apply --prune -l` selects
 MODEL_ANNOTATION = "gpuledger.io/gpu-model"
@@ -71,7 +73,7 @@ class KueueOptions:
     cohort: str | None = "gpuledger"  # every ClusterQueue in it; None: no cohort, no borrowing
     borrow: bool | None = None  # borrow over the nominal quota; None: only where the webhook does not enforce quotas
     local_queue: str | None = "gpuledger"  # LocalQueue name in each tenant namespace; None: no LocalQueues
-    label_key: str = PRODUCT_LABEL
+    label_key: str | None = None  # node label key of every flavor; None: each vendor's (vendors.node_label)
     label_values: Mapping[str, str] = field(default_factory=dict)  # GPU model -> its node label value
     tenants: tuple[str, ...] = ()  # only these tenants' queues; () = every tenant
 
@@ -87,12 +89,10 @@ class TenantCaps:
 
 
 def product_label(model: str) -> str:
-    """The `nvidia.com/gpu.product` value GPU feature discovery gives a node of this NVML model name: the name with
-    every space a dash (k8s-device-plugin internal/lm/resource.go, productLabel). The recorded nodes in
-    ../shared/data/k8s show it: "NVIDIA-A100-SXM4-40GB" for NVML "NVIDIA A100-SXM4-40GB", "Tesla-T4" for "Tesla T4".
-    GFD appends "-SHARED" under time-slicing and "-MIG-<profile>" under the single MIG strategy: those nodes need
-    their value given (`label_values`)."""
-    return model.strip().replace(" ", "-")
+    """The value of the node label the vendor's node labeller gives a node of this model (vendors.node_label): for
+    NVIDIA the NVML name with every space a dash (k8s-device-plugin internal/lm/resource.go, productLabel), as the
+    recorded nodes in ../shared/data/k8s show ("NVIDIA-A100-SXM4-40GB" for NVML "NVIDIA A100-SXM4-40GB")."""
+    return node_label(model)[1]
 
 
 def flavor_name(model: str) -> str:
@@ -140,7 +140,8 @@ def tenant_caps(tenant: Tenant, models: Sequence[str], grants: Iterable[Grant], 
 
 def nominal_gpus(caps: TenantCaps, model: str) -> int | None:
     """The nominalQuota of `model`'s flavor: the tighter of its own cap and the all-models cap, in whole GPUs
-    (`nvidia.com/gpu` is counted whole: a cap of 2.5 admits 2); None when uncapped."""
+    (a whole-device resource, `nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`, is an integer: a
+    cap of 2.5 admits 2); None when uncapped."""
     cap = caps.per_model.get(model)
     if cap is None:
         return None
@@ -160,8 +161,6 @@ def kueue_objects(
     models = sorted(set(models))
     if not models:
         raise UsageError("no GPU model to make a ResourceFlavor of (the lake knows none yet: name them with --model)")
-    if len(models) > MAX_FLAVORS:
-        raise UsageError(f"{len(models)} GPU models: a Kueue resource group takes at most {MAX_FLAVORS} flavors")
     tenants = _chosen(cfg.tenants, o.tenants)
     grants = tuple(grants)
     api = f"{GROUP}/{o.api_version}"
@@ -169,7 +168,9 @@ def kueue_objects(
         _check_name(o.cohort, "cohort", _DNS_SUBDOMAIN)
     if o.local_queue:
         _check_name(o.local_queue, "LocalQueue name", _DNS_SUBDOMAIN)
-    _check_label_key(o.label_key)
+    if o.label_key is not None:
+        _check_label_key(o.label_key)
+    resources = _resources(models)
     unknown = sorted(set(o.label_values) - set(models))
     if unknown:
         raise UsageError(f"--node-label {unknown[0]}: not a GPU model of the lake (known: {', '.join(models)})")
@@ -177,7 +178,9 @@ def kueue_objects(
     flavors = _flavor_names(models)
     objs: list[dict[str, Any]] = []
     for m in models:
-        value = o.label_values.get(m, product_label(m))
+        key, value = node_label(m)
+        key = o.label_key or key
+        value = o.label_values.get(m, value)
         if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
             raise UsageError(
                 f"GPU model {m!r}: {value!r} is not a valid node label value (at most 63 letters, digits, '-', '_', "
@@ -188,7 +191,7 @@ def kueue_objects(
                 "apiVersion": api,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": flavors[m], "labels": dict(MANAGED_BY), "annotations": {MODEL_ANNOTATION: m}},
-                "spec": {"nodeLabels": {o.label_key: value}},
+                "spec": {"nodeLabels": {key: value}},
             }
         )
     # Borrowing past a nominal quota the webhook enforces would admit a workload whose pods the webhook then denies.
@@ -200,7 +203,9 @@ def kueue_objects(
         _check_name(cq, f"ClusterQueue name of tenant {t.name!r}", _DNS_SUBDOMAIN)
         queues.append(cq)
         caps = tenant_caps(t, models, grants, at)
-        objs.append(_cluster_queue(api, o, cq, t, caps, models, flavors, borrow, cfg.enforcer.tenant_label, configured))
+        objs.append(
+            _cluster_queue(api, o, cq, t, caps, resources, flavors, borrow, cfg.enforcer.tenant_label, configured)
+        )
     if len(set(queues)) < len(queues):
         dup = sorted({q for q in queues if queues.count(q) > 1})
         raise UsageError(f"two tenants' names make the same ClusterQueue name {dup[0]!r}: rename one")
@@ -232,6 +237,26 @@ def _chosen(tenants: tuple[Tenant, ...], names: tuple[str, ...]) -> tuple[Tenant
         if n not in known:
             raise UsageError(f"--tenant {n}: no such tenant in the config (tenants: {', '.join(known) or 'none'})")
     return tuple(t for t in tenants if not names or t.name in names)
+
+
+def _resources(models: list[str]) -> dict[str, list[str]]:
+    """The models by the resource a pod asks one of their devices by, in the resources' name order (a ClusterQueue's
+    resource groups) and each resource's models in name order (its flavors: Kueue's preference for a workload that
+    names no model). Kueue lets one resource group cover a resource, and a flavor be in one group."""
+    by: dict[str, list[str]] = {}
+    for m in models:
+        r = device_resource(m)
+        if r is None:
+            raise UsageError(
+                f"GPU model {m!r}: a Huawei model naming no Ascend chip (910, 310P, 310): no device plugin resource"
+            )
+        by.setdefault(r, []).append(m)
+    if len(by) > MAX_GROUPS:
+        raise UsageError(f"{len(by)} GPU resources: a Kueue ClusterQueue takes at most {MAX_GROUPS} resource groups")
+    for r, ms in by.items():
+        if len(ms) > MAX_FLAVORS:
+            raise UsageError(f"{len(ms)} GPU models of {r}: a Kueue resource group takes at most {MAX_FLAVORS} flavors")
+    return {r: by[r] for r in sorted(by)}
 
 
 def _flavor_names(models: list[str]) -> dict[str, str]:
@@ -287,21 +312,24 @@ def _cluster_queue(
     name: str,
     t: Tenant,
     caps: TenantCaps,
-    models: list[str],
+    resources: dict[str, list[str]],
     flavors: dict[str, str],
     borrow: bool,
     tenant_label: str,
     configured: list[str],
 ) -> dict[str, Any]:
-    entries = []
-    for m in models:
-        nominal = nominal_gpus(caps, m)
-        r: dict[str, Any] = {"name": GPU, "nominalQuota": 0 if nominal is None else nominal}
-        # Uncapped (no quota names the model): nothing of its own, and borrowing from the cohort is left open, as
-        # the webhook leaves it. Kueue refuses a borrowingLimit without a cohort.
-        if o.cohort and nominal is not None and not borrow:
-            r["borrowingLimit"] = 0
-        entries.append({"name": flavors[m], "resources": [r]})
+    groups = []
+    for resource, models in resources.items():
+        entries = []
+        for m in models:
+            nominal = nominal_gpus(caps, m)
+            r: dict[str, Any] = {"name": resource, "nominalQuota": 0 if nominal is None else nominal}
+            # Uncapped (no quota names the model): nothing of its own, and borrowing from the cohort is left open,
+            # as the webhook leaves it. Kueue refuses a borrowingLimit without a cohort.
+            if o.cohort and nominal is not None and not borrow:
+                r["borrowingLimit"] = 0
+            entries.append({"name": flavors[m], "resources": [r]})
+        groups.append({"coveredResources": [resource], "flavors": entries})
     spec: dict[str, Any] = {}
     selector = _namespace_selector(t, tenant_label, configured)
     if selector is not None:
@@ -309,7 +337,7 @@ def _cluster_queue(
     if o.cohort:
         spec["cohortName" if o.api_version == "v1beta2" else "cohort"] = o.cohort
     spec["fairSharing"] = {"weight": _quantity(t.weight)}  # used when Kueue's fair sharing is on
-    spec["resourceGroups"] = [{"coveredResources": [GPU], "flavors": entries}]
+    spec["resourceGroups"] = groups
     annotations = {TENANT_ANNOTATION: t.name}
     if caps.total is not None:
         annotations[TOTAL_ANNOTATION] = str(_quantity(caps.total))  # the webhook enforces it; Kueue cannot

@@ -20,6 +20,10 @@ device a unit holds, and the partition template if it is one. The names are the 
   2c/4c/8c/16c), of 8 on an Ascend310P (templates 1c/2c/4c, `4c.3cpu`, `2c.1cpu`). A 910B has fewer AI cores
   (20 to 25 by variant) and the name does not say which variant: such a fleet maps its templates in the config.
 
+`node_label(model)` and `device_resource(model)` say how Kubernetes sees a model's nodes: the label its vendor's
+feature discovery sets on them and the extended resource a pod asks a whole device by (Kueue flavors and quotas,
+the simulator's nodes).
+
 An extended resource that looks like an accelerator (`<x>.com/<...gpu...>`, or `npu` anywhere, case aside) and is
 none of these is `unknown`: the webhook admits it with a warning naming it, the k8s source records the pod without
 counting GPUs, until a config `[[accelerators]]` row maps it (`extra`, which also overrides a built-in name).
@@ -132,3 +136,41 @@ def unknown(name: str, extra: Mapping[str, Resource] | None = None) -> bool:
         return False
     lower = name.lower()
     return bool(_LOOKS_GPU.match(name)) or "npu" in lower or lower.startswith("huawei.com/ascend")
+
+
+# The node label each vendor's node labeller sets with the model: NVIDIA GPU feature discovery (k8s-device-plugin
+# internal/lm/resource.go: the NVML name, spaces made dashes: NVIDIA-H100-80GB-HBM3), the AMD GPU operator's node
+# labeller (the card series, spaces made underscores: AMD_Instinct_MI300X_OAM), Huawei's Ascend device plugin (the
+# chip name, the exporter's model_name less its type and version: 910B3 of 910B3-Ascend-V1, 310P3 of Ascend310P3).
+NODE_LABEL_KEYS = {
+    "nvidia": "nvidia.com/gpu.product",
+    "amd": "amd.com/gpu.product-name",
+    "huawei": "node.kubernetes.io/npu.chip.name",
+}
+_ASCEND_CHIP = re.compile(r"(310P|310|910)", re.IGNORECASE)
+
+
+def node_label(model: str, vendor: str | None = None) -> tuple[str, str]:
+    """(key, value) of the label the vendor's node labeller gives the nodes of `model` (`vendor_of` decides the
+    vendor; a model no rule knows is NVIDIA's, the one labeller every site had). GFD appends "-SHARED" under
+    time-slicing and "-MIG-<profile>" under the single MIG strategy: such nodes carry another value."""
+    v = vendor_of(model, vendor) or "nvidia"
+    m = model.strip()
+    if v == "amd":
+        return NODE_LABEL_KEYS[v], m.replace(" ", "_")
+    if v == "huawei":
+        return NODE_LABEL_KEYS[v], re.sub(r"^ascend\s*", "", m.split("-", 1)[0], flags=re.IGNORECASE)
+    return NODE_LABEL_KEYS["nvidia"], m.replace(" ", "-")
+
+
+def device_resource(model: str, vendor: str | None = None) -> str | None:
+    """The extended resource a pod asks one whole device of `model` by, as its vendor's device plugin names it:
+    nvidia.com/gpu, amd.com/gpu (the ROCm plugin's default `single` naming), huawei.com/Ascend910, Ascend310P or
+    Ascend310 by the chip the model names (None: a Huawei model that names none of them)."""
+    v = vendor_of(model, vendor) or "nvidia"
+    if v == "amd":
+        return "amd.com/gpu"
+    if v == "huawei":
+        chip = _ASCEND_CHIP.search(model)
+        return f"huawei.com/Ascend{chip.group(1).upper()}" if chip else None
+    return "nvidia.com/gpu"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuledger.vendors import node_label
+
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -24,15 +26,11 @@ class GpuSpec:
 
     @property
     def product_label(self) -> tuple[str, str]:
-        """The node label its device plugin's node labeller sets for the model: NVIDIA's gpu-feature-discovery
-        (nvidia.com/gpu.product, spaces become dashes), the AMD GPU Operator's node labeller
-        (amd.com/gpu.product-name, spaces become underscores: AMD_Instinct_MI300X_OAM), Huawei's Ascend device
-        plugin (node.kubernetes.io/npu.chip.name: the chip name, 910B3)."""
-        if self.vendor == "amd":
-            return "amd.com/gpu.product-name", self.name.replace(" ", "_")
-        if self.vendor == "huawei":
-            return "node.kubernetes.io/npu.chip.name", self.name.split("-", 1)[0]
-        return "nvidia.com/gpu.product", self.name.replace(" ", "-")
+        """The node label its vendor's node labeller sets for the model (gpuledger.vendors.node_label: NVIDIA's
+        gpu-feature-discovery nvidia.com/gpu.product, spaces become dashes; the AMD GPU Operator's node labeller
+        amd.com/gpu.product-name, spaces become underscores: AMD_Instinct_MI300X_OAM; Huawei's Ascend device
+        plugin node.kubernetes.io/npu.chip.name: the chip name, 910B3)."""
+        return node_label(self.name, self.vendor)
 
 
 CATALOG: dict[str, GpuSpec] = {

@@ -1,6 +1,8 @@
 """`gpuledger quota kueue` as a user runs it: the models of the config's cluster read from the lake (either store),
 the grants from gpuledger.quota_requests, the YAML on stdout or in --out; bad input one line, nothing written."""
 
+import json
+
 import pytest
 import yaml
 
@@ -175,3 +177,72 @@ def test_a_quota_key_naming_no_model_is_a_config_error(cli, lake, tmp_path):
     r = cli("quota", "kueue", "--lake", lake, "--config", cfg)
     assert r.exit_code == 1 and "tenants[1] (nlp).quota.B200: names no GPU model in the lake" in r.output
     assert "Traceback" not in r.output
+
+
+MIXED_CONFIG = """
+cluster = "mixed"
+[[tenants]]
+name = "vision"
+namespaces = ["vision"]
+quota = { H100 = 4, MI300X = 2, "*" = 3 }
+[[tenants]]
+name = "nlp"
+namespaces = ["nlp"]
+quota = { 910B3 = 2.5 }
+"""
+
+
+def test_a_mixed_fleet_lake_makes_a_flavor_per_model_on_the_nodes_labels(cli, store, tmp_path):
+    """`gpuledger simulate --models H100,MI300X,Ascend910B` (one node per model): each flavor selects the nodes by the
+    very label the lake recorded on them, and each vendor's devices are quota'd under its device plugin's resource."""
+    cfg = tmp_path / "mixed.toml"
+    cfg.write_text(MIXED_CONFIG)
+    lake = str(store)
+    r = cli(
+        "simulate", "--lake", lake, "--config", cfg, "--nodes", 3, "--gpus-per-node", 2, "--days", 0.1,
+        "--step-s", 600, "--seed", 3, "--models", "H100,MI300X,Ascend910B", "--end", "2026-11-02T00:00:00Z",
+        "--workers", 1,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-11-02T00:00:00Z")
+    assert r.exit_code == 0, r.output
+    objs = list(yaml.safe_load_all(r.output))
+    for o in objs:
+        assert errors(o) == [], o
+    flavors = {o["metadata"]["annotations"]["gpuledger.io/gpu-model"]: o for o in objs if o["kind"] == "ResourceFlavor"}
+    assert {m: (f["metadata"]["name"], f["spec"]["nodeLabels"]) for m, f in flavors.items()} == {
+        "910B3-Ascend-V1": ("910b3-ascend-v1", {"node.kubernetes.io/npu.chip.name": "910B3"}),
+        "AMD Instinct MI300X OAM": ("amd-instinct-mi300x-oam", {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}),
+        "NVIDIA H100 80GB HBM3": ("nvidia-h100-80gb-hbm3", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+    }
+    # The flavor's label is one the lake's nodes of that model carry (the simulator labels its nodes as each
+    # vendor's node labeller does), and no node of another model.
+    r = cli("sql", "--lake", lake, "--format", "json", "SELECT DISTINCT gpu_model, labels FROM nodes")
+    assert r.exit_code == 0, r.output
+    nodes = [(row["gpu_model"], {kv["key"]: kv["value"] for kv in row["labels"]}) for row in json.loads(r.output)]
+    assert sorted(m for m, _ in nodes) == sorted(flavors)
+    for model, flavor in flavors.items():
+        ((key, value),) = flavor["spec"]["nodeLabels"].items()
+        assert [m for m, labels in nodes if labels.get(key) == value] == [model]
+    quotas = {
+        o["metadata"]["name"]: [
+            (g["coveredResources"], [(f["name"], f["resources"][0]["nominalQuota"]) for f in g["flavors"]])
+            for g in o["spec"]["resourceGroups"]
+        ]
+        for o in objs
+        if o["kind"] == "ClusterQueue"
+    }
+    # vision: H100 min(4, 3) = 3, MI300X min(2, 3) = 2, 910B3 under "*" = 3. nlp: 910B3 2.5 -> 2 whole chips;
+    # H100 and MI300X uncapped (0 of its own).
+    assert quotas == {
+        "gpuledger-vision": [
+            (["amd.com/gpu"], [("amd-instinct-mi300x-oam", 2)]),
+            (["huawei.com/Ascend910"], [("910b3-ascend-v1", 3)]),
+            (["nvidia.com/gpu"], [("nvidia-h100-80gb-hbm3", 3)]),
+        ],
+        "gpuledger-nlp": [
+            (["amd.com/gpu"], [("amd-instinct-mi300x-oam", 0)]),
+            (["huawei.com/Ascend910"], [("910b3-ascend-v1", 2)]),
+            (["nvidia.com/gpu"], [("nvidia-h100-80gb-hbm3", 0)]),
+        ],
+    }

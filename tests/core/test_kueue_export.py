@@ -15,6 +15,9 @@ from gpuledger.kueue_export import KueueOptions, kueue_objects, nominal_gpus, pr
 
 A100, H100, L4 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA L4"
 MODELS = [A100, H100, L4]
+# The lake's names of an AMD and two Ascend models: AMD's card_series, the npu-exporter's model_name
+MI300X, B3, P3 = "AMD Instinct MI300X OAM", "910B3-Ascend-V1", "310P3-Ascend-V1"
+MIXED = [H100, MI300X, B3, P3, L4]
 AT = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)
 K8S = Path(__file__).resolve().parents[1] / "fixtures" / "k8s"
 
@@ -206,7 +209,8 @@ def test_the_flavor_label_is_the_one_gpu_feature_discovery_set_on_real_nodes(nod
     assert product_label(nvml_name) == node["metadata"]["labels"]["nvidia.com/gpu.product"]
 
 
-def test_the_nominal_quotas_are_the_webhooks_caps():
+@pytest.mark.parametrize("models", [MODELS, MIXED], ids=["nvidia", "mixed"])
+def test_the_nominal_quotas_are_the_webhooks_caps(models):
     """Without grants each flavor's nominalQuota is the tighter of the webhook's two rows for that tenant and
     model (analytics/decisions.py): the model's own and the all-models one, in whole GPUs; None (nominal 0 and
     free borrowing) where neither caps it."""
@@ -218,12 +222,12 @@ def test_the_nominal_quotas_are_the_webhooks_caps():
         pl.DataFrame(schema={"tenant": pl.String, "gpu_model": pl.String, "idle_gpus": pl.Float64}),
         TENANTS,
         AT,
-        MODELS,
+        models,
     )
     quota = {(r["tenant"], r["gpu_model"]): r["quota_gpus"] for r in rows.iter_rows(named=True)}
     for t in TENANTS:
-        caps = tenant_caps(t, MODELS, [], AT)
-        for m in MODELS:
+        caps = tenant_caps(t, models, [], AT)
+        for m in models:
             # The webhook checks the model's row (if the table has one) and the all-models row; a missing row or
             # a null quota caps nothing.
             webhook = [q for q in (quota.get((t.name, m)), quota.get((t.name, None))) if q is not None]
@@ -245,8 +249,10 @@ def test_the_nominal_quotas_are_the_webhooks_caps():
             [f"GPU {i}" for i in range(65)],
             KueueOptions(),
             TENANTS,
-            "65 GPU models: a Kueue resource group takes at most 64",
+            "65 GPU models of nvidia.com/gpu: a Kueue resource group takes at most 64",
         ),
+        # vendor_of reads Atlas as Huawei's, but no device plugin resource says which chip
+        (["Huawei Atlas"], KueueOptions(), TENANTS, "'Huawei Atlas': a Huawei model naming no Ascend chip"),
         (MODELS, KueueOptions(), (Tenant("Team A"), Tenant("team-a")), "same ClusterQueue name 'gpuledger-team-a'"),
         (MODELS, KueueOptions(), (Tenant("a", ("Research",)),), "namespace of tenant 'a' 'Research'"),
     ],
@@ -261,3 +267,66 @@ def test_naive_grant_times_are_utc():
     # 2026-12-01 00:00 .. 12-02 00:00 without a zone is UTC: active at AT (12:00 UTC); vision's L4 = 64 + 4 = 68.
     naive = G("vision", "*", 4, dt.datetime(2026, 12, 1), dt.datetime(2026, 12, 2))
     assert nominal_gpus(tenant_caps(TENANTS[0], MODELS, [naive], AT), L4) == 68
+
+
+def test_a_mixed_fleet_has_a_flavor_per_model_and_a_resource_group_per_device_plugin_resource():
+    """H100 and L4 (NVIDIA), MI300X (AMD), 910B3 and 310P3 (Huawei Ascend): each model's flavor selects its nodes by
+    its vendor's node label, and each is covered under the resource its vendor's device plugin asks a whole device
+    by, one resource group per resource (Kueue: a resource in one group, a flavor in one group)."""
+    tenants = (
+        Tenant("vision", ("vision",), 1.0, {"H100": 8, "*": 12}),
+        Tenant("nlp", ("nlp",), 1.0, {"MI300X": 16, "910B3": 6.5}),
+    )
+    grants = [G("nlp", "910B3", 2, day(1), day(3))]  # active at AT
+    objs = kueue_objects(Config(tenants=tenants), MIXED, grants, AT)
+    flavors = [(o["metadata"]["name"], o["spec"]["nodeLabels"]) for o in objs if o["kind"] == "ResourceFlavor"]
+    # In the models' name order (digits before letters).
+    assert flavors == [
+        ("310p3-ascend-v1", {"node.kubernetes.io/npu.chip.name": "310P3"}),
+        ("910b3-ascend-v1", {"node.kubernetes.io/npu.chip.name": "910B3"}),
+        ("amd-instinct-mi300x-oam", {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}),
+        ("nvidia-h100-80gb-hbm3", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        ("nvidia-l4", {"nvidia.com/gpu.product": "NVIDIA-L4"}),
+    ]
+    cqs = by_kind(objs, "ClusterQueue")
+
+    def groups(cq):
+        return [
+            (
+                g["coveredResources"],
+                [(f["name"], [(r["name"], r["nominalQuota"], r.get("borrowingLimit")) for r in f["resources"]])
+                 for f in g["flavors"]],
+            )
+            for g in cq["spec"]["resourceGroups"]
+        ]  # fmt: skip
+
+    # vision: H100 its own 8 (min(8, 12)); every other model, of any vendor, the "*" 12. enforce: borrowingLimit 0.
+    assert groups(cqs["/gpuledger-vision"]) == [
+        (["amd.com/gpu"], [("amd-instinct-mi300x-oam", [("amd.com/gpu", 12, 0)])]),
+        (["huawei.com/Ascend310P"], [("310p3-ascend-v1", [("huawei.com/Ascend310P", 12, 0)])]),
+        (["huawei.com/Ascend910"], [("910b3-ascend-v1", [("huawei.com/Ascend910", 12, 0)])]),
+        (
+            ["nvidia.com/gpu"],
+            [("nvidia-h100-80gb-hbm3", [("nvidia.com/gpu", 8, 0)]), ("nvidia-l4", [("nvidia.com/gpu", 12, 0)])],
+        ),
+    ]
+    # nlp: MI300X 16; 910B3 6.5 + the grant's 2 = 8.5 -> 8 whole chips; 310P3, H100, L4: no quota names them and
+    # no "*" -> uncapped: nominal 0, no borrowingLimit.
+    assert groups(cqs["/gpuledger-nlp"]) == [
+        (["amd.com/gpu"], [("amd-instinct-mi300x-oam", [("amd.com/gpu", 16, 0)])]),
+        (["huawei.com/Ascend310P"], [("310p3-ascend-v1", [("huawei.com/Ascend310P", 0, None)])]),
+        (["huawei.com/Ascend910"], [("910b3-ascend-v1", [("huawei.com/Ascend910", 8, 0)])]),
+        (
+            ["nvidia.com/gpu"],
+            [("nvidia-h100-80gb-hbm3", [("nvidia.com/gpu", 0, None)]), ("nvidia-l4", [("nvidia.com/gpu", 0, None)])],
+        ),
+    ]
+    assert cqs["/gpuledger-nlp"]["metadata"]["annotations"]["gpuledger.io/grants"] == (
+        "+2 910B3 until 2026-12-03T00:00:00Z"
+    )
+    # --node-label-key puts every vendor's flavor on the one key (a cloud's own label); values stay the vendors'.
+    one_key = kueue_objects(Config(tenants=tenants), MIXED, [], AT, KueueOptions(label_key="example.com/gpu"))
+    values = ("310P3", "910B3", "AMD_Instinct_MI300X_OAM", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4")
+    assert [o["spec"]["nodeLabels"] for o in one_key if o["kind"] == "ResourceFlavor"] == [
+        {"example.com/gpu": v} for v in values
+    ]

@@ -17,6 +17,8 @@ EXAMPLES = sorted((CRDS / "examples").glob("*.yaml"))
 RECORDED_CQ = CRDS / "examples" / "clusterqueue_kueue-v1beta1_gpu-a40-a100_recorded.yaml"
 DOC_CQ = CRDS / "examples" / "clusterqueue_kueue-v1beta2_tas-gpu16_doc-example.yaml"
 MODELS = ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "Tesla T4"]
+# A mixed fleet: a resource group per device plugin resource (amd.com/gpu, huawei.com/Ascend910, nvidia.com/gpu)
+MIXED = ["AMD Instinct MI300X OAM", "910B3-Ascend-V1", "NVIDIA H100 80GB HBM3", "Tesla T4"]
 AT = dt.datetime(2026, 12, 1, 12, tzinfo=dt.timezone.utc)
 
 
@@ -126,10 +128,14 @@ GRANTS = [
 @pytest.mark.parametrize("api_version", API_VERSIONS)
 @pytest.mark.parametrize("quota_mode", ["enforce", "warn"])
 @pytest.mark.parametrize("cohort", ["gpuledger", None])
-def test_every_printed_object_validates(api_version, quota_mode, cohort):
+@pytest.mark.parametrize("models", [MODELS, MIXED], ids=["nvidia", "mixed"])
+def test_every_printed_object_validates(api_version, quota_mode, cohort, models):
     options = KueueOptions(api_version=api_version, cohort=cohort, label_values={"Tesla T4": "Tesla-T4-SHARED"})
-    objs = kueue_objects(_config(quota_mode), MODELS, GRANTS, AT, options)
-    assert [o["kind"] for o in objs] == ["ResourceFlavor"] * 3 + ["ClusterQueue"] * 4 + ["LocalQueue"] * 4
+    objs = kueue_objects(_config(quota_mode), models, GRANTS, AT, options)
+    flavors = len(models)
+    assert [o["kind"] for o in objs] == ["ResourceFlavor"] * flavors + ["ClusterQueue"] * 4 + ["LocalQueue"] * 4
+    groups = {len(o["spec"]["resourceGroups"]) for o in objs if o["kind"] == "ClusterQueue"}
+    assert groups == {1 if models is MODELS else 3}
     for o in objs:
         assert errors(o) == [], o
     # The CEL rules on what we print, each checked by hand in kueue_crds.HAND_CHECKED (errors() fails on any other).

@@ -3,7 +3,7 @@ the vendors' device plugins register (cited in the module); the shares are worke
 
 import pytest
 
-from gpuledger.vendors import Resource, read_resource, unknown, vendor_of
+from gpuledger.vendors import Resource, device_resource, node_label, read_resource, unknown, vendor_of
 
 
 @pytest.mark.parametrize(
@@ -128,3 +128,26 @@ def test_the_polars_form_is_the_same_rule():
     bare = has_vendor(frame.drop("vendor")).with_columns(vendor_expr()).collect()["vendor"].to_list()
     assert bare == ["nvidia", "amd", None, "huawei", None, None]
     assert frame.select(vendor_expr("model", None)).collect()["vendor"].to_list()[2] is None
+
+
+@pytest.mark.parametrize(
+    "model,label,resource",
+    [
+        # GFD: spaces made dashes (the recorded GCE nodes in ../shared/data/k8s: Tesla-T4, NVIDIA-A100-SXM4-40GB)
+        ("NVIDIA H100 80GB HBM3", ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"), "nvidia.com/gpu"),
+        ("Tesla T4", ("nvidia.com/gpu.product", "Tesla-T4"), "nvidia.com/gpu"),
+        # AMD's node labeller: spaces made underscores
+        ("AMD Instinct MI300X OAM", ("amd.com/gpu.product-name", "AMD_Instinct_MI300X_OAM"), "amd.com/gpu"),
+        # Ascend: the chip name, the resource by chip
+        ("910B3-Ascend-V1", ("node.kubernetes.io/npu.chip.name", "910B3"), "huawei.com/Ascend910"),
+        ("310P3-Ascend-V1", ("node.kubernetes.io/npu.chip.name", "310P3"), "huawei.com/Ascend310P"),
+        ("Ascend310P3", ("node.kubernetes.io/npu.chip.name", "310P3"), "huawei.com/Ascend310P"),
+        ("Ascend 310", ("node.kubernetes.io/npu.chip.name", "310"), "huawei.com/Ascend310"),
+        ("Huawei Atlas", ("node.kubernetes.io/npu.chip.name", "Huawei Atlas"), None),  # no chip: no resource
+        # a model no rule knows is NVIDIA's, as every model was before AMD and Huawei
+        ("GPU (virtual)", ("nvidia.com/gpu.product", "GPU-(virtual)"), "nvidia.com/gpu"),
+    ],
+)
+def test_node_label_and_device_resource(model, label, resource):
+    assert node_label(model) == label
+    assert device_resource(model) == resource
