@@ -62,7 +62,7 @@ _GB = re.compile(r"(\d+)\s*gb", re.IGNORECASE)
 
 # --- AMD Instinct -------------------------------------------------------------------------------------------------
 # One compute partition per XCD in CPX mode (amdsmi's GPU partitioning guide); DPX, TPX and QPX halve, third and
-# quarter the GPU whatever its XCDs. collector/vendors/amd.py reads the exporter's partitions with the same figures.
+# quarter the GPU whatever its XCDs. collector/vendors/amd.py reads the exporter's partitions by these figures.
 AMD_MODES = ("spx", "dpx", "tpx", "qpx", "cpx")
 AMD_PARTS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
 AMD_XCDS = (("MI300A", 6), ("MI300X", 8), ("MI325X", 8), ("MI350X", 8), ("MI355X", 8))
@@ -131,14 +131,20 @@ def ascend_cores(model: str | None) -> int | None:
     return None
 
 
-def amd_parts(mode: str, model: str | None) -> int:
-    """Partitions of an AMD GPU in a compute mode: CPX one per XCD (MI300A 6, MI300X 8), the others fixed."""
-    if mode in AMD_PARTS:
-        return AMD_PARTS[mode]
+def amd_xcds(model: str | None) -> int | None:
+    """XCDs of an AMD model by its name (MI300A 6, MI300X 8); None for a model not listed."""
     for name, xcds in AMD_XCDS:
         if model and name.lower() in model.lower():
             return xcds
-    return AMD_DEFAULT_XCDS
+    return None
+
+
+def amd_parts(mode: str, model: str | None) -> int:
+    """Partitions of an AMD GPU in a compute mode: CPX one per XCD (MI300A 6, MI300X 8; 8 for a model not listed),
+    the others fixed."""
+    if mode in AMD_PARTS:
+        return AMD_PARTS[mode]
+    return amd_xcds(model) or AMD_DEFAULT_XCDS
 
 
 def instance_share(profile: str, model: str | None = None) -> float | None:

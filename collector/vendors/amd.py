@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpuledger.collector.vendors.table import Device, Missing, Vendor, first
+from gpuledger.partitions import amd_xcds, instance_share
 
 MB = 1_000_000  # AMD's "MB" (see above)
 
@@ -55,11 +56,6 @@ INDEX_LABELS = (
     "severity",
     "process_id",
 )
-# One compute partition per XCD in CPX mode: MI300X/MI325X/MI350X/MI355X have 8, MI300A 6 (amdsmi's GPU
-# partitioning guide, rocm.docs.amd.com/projects/amdsmi conceptual/partition). DPX, TPX and QPX halve, third and
-# quarter the GPU whatever its XCDs.
-SHARES = {"dpx": 1 / 2, "tpx": 1 / 3, "qpx": 1 / 4}
-XCDS = (("MI300A", 6), ("MI300X", 8), ("MI325X", 8), ("MI350X", 8), ("MI355X", 8))
 # The exporter's own pod, which Prometheus puts on series of GPUs no pod holds (honor_labels with an empty pod):
 # the GPU Operator names its DaemonSet <DeviceConfig>-metrics-exporter (the Kaiwo capture's
 # `default-metrics-exporter-vvvkm`)
@@ -67,13 +63,12 @@ EXPORTER_POD = "metrics-exporter"
 
 
 def _share(compute: str, model: str | None) -> float | None:
-    if compute in SHARES:
-        return SHARES[compute]
-    if compute == "cpx":
-        for name, xcds in XCDS:
-            if model and name in model:
-                return 1 / xcds
-    return None  # a CPX GPU of a model not listed: its share is not known, so none is claimed
+    """A partition's share of its GPU by gpuledger.partitions (DPX 1/2, TPX 1/3, QPX 1/4, CPX one XCD: 1/8 of an
+    MI300X, 1/6 of an MI300A), except that a CPX partition of a model whose XCDs are not listed claims none: a
+    guessed share would be written into the lake as if measured."""
+    if compute == "cpx" and amd_xcds(model) is None:
+        return None
+    return instance_share(compute, model)
 
 
 def device(labels: Mapping[str, str], via_prometheus: bool) -> Device | Missing:

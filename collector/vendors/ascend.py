@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpuledger.collector.vendors.table import Device, Missing, Vendor, first
+from gpuledger.partitions import ascend_cores
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -52,10 +53,9 @@ INDEX_LABELS = ("process_id", "container_id", "serial_number", "product_type")
 # Several pods on one chip: the exporter writes this in place of a pod (CC:162-163, since 2026-08-19). No one
 # pod holds the chip, so no pod is recorded
 MULTI_POD = "not_displayed_for_multi_pod"
-# AI cores of a chip that vNPUs are cut from (only Ascend310P has vNPU metrics, V:38-41): 8. Its templates name
-# their AI cores (vir01, vir02, vir04), and an Atlas 300V (310P) splits into at most 4 vGroups of at least 2 AI
-# cores each (hiascend.com, "虚拟NPU使用场景", 300V_0049)
-AICORES = {"310P": 8}  # model_name is e.g. "310P3-Ascend-V1" (chip name + type + version, D:2011)
+# A vNPU's share is its AI cores over its chip's (gpuledger.partitions.ascend_cores, by the chip in model_name,
+# e.g. "310P3-Ascend-V1": chip name + type + version, D:2011): 8 on a 310P (the one chip with vNPU metrics in the
+# exporter, V:38-41; templates vir01, vir02, vir04), 20 on a 910B3, 32 on a 910.
 # A failed read is written as -1 (FailedValue -> FailedMetricValue, K:173-176, CU:88-91): no reading, not -1 W
 FAILED = -1.0
 
@@ -74,7 +74,7 @@ def device(labels: Mapping[str, str], via_prometheus: bool) -> Device | Missing:
         if index is None:
             return Missing(f'v_dev_id="{vdev}"', "no id label naming its chip")
         cores = labels.get("aicore_count")
-        whole = next((n for m, n in AICORES.items() if model and m in model), None)
+        whole = ascend_cores(model)
         try:
             share = float(cores) / whole if cores and whole else None
         except ValueError:

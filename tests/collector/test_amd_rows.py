@@ -243,3 +243,22 @@ def test_a_gpu_without_a_serial_is_skipped_with_one_error_naming_its_first_line_
     # gpu_package_power is the first family with a partition-5 line: the page's 7th sample (0-based: 1 + 5)
     assert e["detail"] == 'amd: device gpu_id="13" skipped: no serial_number or gpu_uuid label (sample 6)'
     assert (e["kind"], e["node"], e["source"], e["gpu_uuid"]) == ("scrape_error", "tw010", "amd", None)
+
+
+@pytest.mark.parametrize(
+    ("series", "compute", "share"),
+    [
+        ("AMD Instinct MI300X OAM", "cpx", 1 / 8),  # 8 XCDs (gpuledger.partitions.AMD_XCDS)
+        ("AMD Instinct MI300A", "cpx", 1 / 6),  # 6 XCDs
+        ("AMD Instinct MI300A", "qpx", 1 / 4),  # QPX quarters the GPU whatever its XCDs
+        ("AMD Instinct MI300X OAM", "dpx", 1 / 2),
+        ("AMD Instinct MI400X", "cpx", None),  # XCDs not listed: no share is claimed (none guessed)
+        ("AMD Instinct MI400X", "tpx", 1 / 3),  # but a third is a third
+    ],
+)
+def test_a_partitions_share_is_the_partition_rules(series, compute, share):
+    # SYNTHETIC: cpx_page's partitions, of another model or mode
+    text = cpx_page().replace("AMD Instinct MI300X OAM", series).replace('type="cpx"', f'type="{compute}"')
+    rows, _, errors = read(text)
+    assert errors == [] and len(rows) == 8
+    assert {(r["partition_share"], r["mig_profile"]) for r in rows.values()} == {(share, f"{compute}.nps4")}

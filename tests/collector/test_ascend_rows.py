@@ -199,3 +199,29 @@ def test_vnpus_are_children_of_their_chip_with_their_share_of_its_ai_cores():
     assert [e["detail"] for e in errors] == [
         "ascend: device vnpu102 of index 7 skipped: no device with index 7 on the page to be its parent (sample 3)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("model", "cores", "share"),
+    [
+        # AI cores over the chip's (gpuledger.partitions.ascend_cores), each with one of its chip's templates
+        ("310P3-Ascend-V1", 4, 4 / 8),  # vir04 of a 310P's 8
+        ("910B3-Ascend-V1", 5, 5 / 20),  # vir05_1c_16g of a 910B3's 20: before the partition rules, None (the
+        # collector knew only the 310P's cores)
+        ("910A-Ascend-V1", 8, 8 / 32),  # vir08 of a 910's 32
+        ("Atlas-Ascend-V1", 4, None),  # no chip named: its cores are not known, no share is claimed
+    ],
+)
+def test_a_vnpus_share_is_its_ai_cores_over_its_chips(model, cores, share):
+    # SYNTHETIC: one vNPU on chip 0, the chip and the vNPU of the same model
+    text = page(
+        [
+            ("npu_chip_info_utilization", [(labels(0).replace("910B3-Ascend-V1", model), 55)]),
+            ("vnpu_pod_aicore_utilization", [(vnpu(0, 100, str(cores), "a").replace("310P3-Ascend-V1", model), 80)]),
+        ],
+        ts="",
+    )
+    rows, _, errors = read(text)
+    assert errors == []
+    v = rows[f"{CHIP0[0]}/vnpu100"]
+    assert (v["parent_gpu_uuid"], v["partition_share"], v["mig_profile"]) == (CHIP0[0], share, f"vnpu-{cores}c")
