@@ -4,12 +4,7 @@ source reads the DCGM series back through the HTTP API, and the lake rows match 
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,7 +16,7 @@ from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import Spool
 
 import prometheus_server
-from prometheus_server import query
+from prometheus_server import PROMETHEUS, query, run_prometheus, serve_pages
 from s3_server import free_port
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "dcgm"
@@ -32,67 +27,30 @@ PAGES = {
     "/l4": "l4-aws-kops-gpu-operator-580.105.08.prom",
     "/mig": "a100-mig-1g.5gb-docs-2.x.prom",
 }
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(PROMETHEUS is None, reason="Debian package prometheus not installed"),
 ]
 
 
-class Pages(BaseHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-    def do_GET(self):
-        name = PAGES.get(self.path)
-        if name is None:
-            self.send_response(404)
-            self.end_headers()
-            return
-        body = (DATA / name).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def prometheus(tmp_path):
     """Start the page server, the collector's metrics endpoint and a Prometheus scraping both every second."""
-    pages = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=pages.serve_forever, daemon=True).start()
-    spool_dir = tmp_path / "spool"
     metrics_port = free_port()
-    prom_port = free_port()
-    # One server, three paths: a `page` label keeps the three targets' series (up, ...) apart.
-    targets = [
-        {"targets": [f"127.0.0.1:{pages.server_address[1]}"], "labels": {"__metrics_path__": p, "page": p}}
-        for p in PAGES
-    ]
-    cfg = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            # honor_labels keeps the exporter's own pod/namespace labels, as the GPU Operator's ServiceMonitor does
-            {"job_name": "dcgm", "honor_labels": True, "static_configs": targets},
-            {"job_name": "gpuledger", "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]},
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    yield {"url": f"http://127.0.0.1:{prom_port}", "metrics_port": metrics_port, "spool_dir": spool_dir, "proc": proc}
-    proc.terminate()
-    proc.wait(10)
-    pages.shutdown()
+    pages = {path: (lambda name=name: (DATA / name).read_bytes()) for path, name in PAGES.items()}
+    with serve_pages(pages) as host:
+        # One server, three paths: a `page` label keeps the three targets' series (up, ...) apart.
+        targets = [{"targets": [host], "labels": {"__metrics_path__": p, "page": p}} for p in PAGES]
+        cfg = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [
+                # honor_labels keeps the exporter's own pod/namespace labels, as the GPU Operator's ServiceMonitor does
+                {"job_name": "dcgm", "honor_labels": True, "static_configs": targets},
+                {"job_name": "gpuledger", "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]},
+            ],
+        }
+        with run_prometheus(tmp_path, cfg) as (url, proc):
+            yield {"url": url, "metrics_port": metrics_port, "spool_dir": tmp_path / "spool", "proc": proc}
 
 
 def wait_for(pred, url: str, timeout_s=40.0, what: str = ""):

@@ -8,13 +8,8 @@ Ascend, the REAL 910A capture, and a SYNTHETIC copy of its chip 0-1 lines with a
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
-import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -26,8 +21,7 @@ from gpuledger.lake import LakeWriter, scan
 from gpuledger.spool import Spool
 
 import prometheus_server
-from prometheus_server import query
-from s3_server import free_port
+from prometheus_server import PROMETHEUS, query, run_prometheus, serve_pages
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "accelerators"
 CAPTURE = (FIX / "ascend-npu-exporter-910a-x8-docs-capture.prom").read_text()
@@ -48,7 +42,6 @@ PAGES = {
     "/ascend": CAPTURE,
     "/ascend-held": "# TYPE npu_chip_info_aicore_current_freq gauge\n" + HELD,
 }
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(PROMETHEUS is None, reason="Debian package prometheus not installed"),
@@ -62,31 +55,7 @@ def restamped(text: str) -> str:
     return re.sub(r"(?m)^(npu_[^ ]+\} \S+) \d+$", rf"\1 {now}", text)
 
 
-class Pages(BaseHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-    def do_GET(self):
-        text = PAGES.get(self.path)
-        if text is None:
-            self.send_response(404)
-            self.end_headers()
-            return
-        body = restamped(text).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@pytest.fixture
-def prometheus(tmp_path):
-    pages = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=pages.serve_forever, daemon=True).start()
-    prom_port = free_port()
-    host = f"127.0.0.1:{pages.server_address[1]}"
-
+def scrape_config(host: str) -> dict:
     def job(name, paths, target_labels):
         # What a ServiceMonitor gives each target: its Service's namespace, the exporter pod, its container
         return {
@@ -96,7 +65,7 @@ def prometheus(tmp_path):
             ],
         }
 
-    cfg = {
+    return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [
             job(
@@ -107,21 +76,13 @@ def prometheus(tmp_path):
             job("npu-exporter", ["/ascend", "/ascend-held"], {"namespace": "kube-system", "pod": "npu-exporter-q9z"}),
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(json.dumps(cfg))
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    yield f"http://127.0.0.1:{prom_port}"
-    proc.terminate()
-    proc.wait(10)
-    pages.shutdown()
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    pages = {path: (lambda text=text: restamped(text).encode()) for path, text in PAGES.items()}
+    with serve_pages(pages) as host, run_prometheus(tmp_path, scrape_config(host)) as (url, _):
+        yield url
 
 
 def test_amd_and_ascend_series_through_a_real_prometheus_land_in_the_lake(prometheus, tmp_path):
