@@ -94,6 +94,12 @@ class CollectorMetrics:
             ["table"],
             registry=self.registry,
         )
+        self.skipped_runs = Counter(
+            "gpuledger_skipped_runs",
+            "Ticks of a scheduled job (scrape, flush, analytics...) skipped because its last run still went",
+            ["job"],
+            registry=self.registry,
+        )
         if spool_dir is not None:
             self.registry.register(_SpoolCollector(spool_dir))
         if store is not None:

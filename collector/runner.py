@@ -1,7 +1,8 @@
 """The collection loop: sources -> spool (fsynced) -> lake (flush), driven by apscheduler.
 
 Scrape and flush are separate jobs: a slow flush never delays a scrape, and with coalesce plus
-max_instances=1 a slow scrape never piles up runs.
+max_instances=1 a slow scrape never piles up runs: a tick that comes while the last run still goes is skipped,
+counted (gpuledger_skipped_runs_total{job}) and said in one line a minute at most (`SkippedRuns`).
 
 A batch the spool cannot take (a full disk) is kept in memory, in order, and tried again before anything newer;
 it is acknowledged only once it is in the spool.
@@ -10,13 +11,15 @@ it is acknowledged only once it is in the spool.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from gpuledger.collector.metrics import CollectorMetrics
@@ -32,6 +35,8 @@ MAX_BACKOFF_S = 300.0
 # node at 10 s. Past it the oldest are dropped, counted and logged (growing without bound would end in an OOM
 # kill that loses all of them).
 MAX_PENDING_ROWS = 200_000
+# How often a job whose runs outlast its interval is said again (with the ticks skipped since)
+SKIPPED_REPORT_S = 60.0
 
 
 @dataclass
@@ -282,10 +287,90 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def run_until_stopped(jobs: Callable[[BackgroundScheduler], None], stop: threading.Event) -> None:
-    """Run the scheduled jobs until `stop` is set (signal handler) or Ctrl-C; then shut the scheduler down."""
-    scheduler = BackgroundScheduler(timezone="UTC")
+class _NoSkipWarnings(logging.Filter):
+    """Drops apscheduler's line for each skipped tick (`SkippedRuns` says it instead)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in str(record.msg)
+
+
+# The scheduler's own logger: under `apscheduler`, so the level the CLI gives apscheduler's lines holds for it, and
+# its own, so the filter touches no other scheduler in the process.
+_SCHEDULER_LOG = logging.getLogger("apscheduler.scheduler.gpuledger")
+_SCHEDULER_LOG.addFilter(_NoSkipWarnings())
+
+
+class SkippedRuns:
+    """A job's tick that came while its last run still went, and was skipped: max_instances=1 asks for that (runs
+    never pile up). apscheduler warns at every such tick, naming its repr of the job: a scrape slower than its
+    interval would write a line a tick for as long as it is slow (5 a second at a 0.2 s interval). Here each skip is
+    counted (gpuledger_skipped_runs_total{job}) and a job is said in one line at most every `every_s`: the first
+    skip at once, then the ticks skipped since."""
+
+    def __init__(
+        self, metrics: CollectorMetrics | None = None, every_s: float = SKIPPED_REPORT_S, clock=time.monotonic
+    ):
+        self.metrics, self.every_s, self.clock = metrics, every_s, clock
+        self.since: Counter[str] = Counter()
+        self.said_at: dict[str, float] = {}
+
+    def __call__(self, event: JobSubmissionEvent) -> None:
+        # Called on the scheduler's one thread: no lock
+        job, now = event.job_id, self.clock()
+        if self.metrics is not None:
+            self.metrics.skipped_runs.labels(job).inc()
+        self.since[job] += 1
+        last = self.said_at.get(job)
+        if last is not None and now - last < self.every_s:
+            return
+        skipped = self.since.pop(job)
+        self.said_at[job] = now
+        if last is None:
+            log.warning(
+                "%s: a run outlasted its interval, so the next tick is skipped (and every tick a run outlasts); "
+                "said again at most every %g s, with the count",
+                job,
+                self.every_s,
+            )
+        else:
+            log.warning(
+                "%s: %d tick(s) skipped in the last %.0f s: its runs outlast its interval", job, skipped, now - last
+            )
+
+
+def _stops_on_ctrl_c(func: Callable[..., object], job: str) -> Callable[..., object]:
+    """`func`, ending in one line when Ctrl-C reaches it. polars turns a SIGINT into a KeyboardInterrupt in
+    whichever thread is running a query (its own signal hook, pola-rs/polars#20961), so a job mid-run gets one
+    too (an analytics run, a flush), and apscheduler would log it as the job's failure, with a traceback. The main
+    thread gets Ctrl-C as well and stops the scheduler; what the job left undone is done at the next start (the
+    spool keeps unflushed rows, an analytics run picks up where the lake is)."""
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            log.info("%s: stopped by Ctrl-C mid-run", job)
+            return None
+
+    return run
+
+
+def run_until_stopped(
+    jobs: Callable[[BackgroundScheduler], None], stop: threading.Event, metrics: CollectorMetrics | None = None
+) -> None:
+    """Run the scheduled jobs until `stop` is set (signal handler) or Ctrl-C; then shut the scheduler down. A
+    skipped tick is counted in `metrics` and said by `SkippedRuns`; a job that Ctrl-C reaches mid-run ends in one
+    line (`_stops_on_ctrl_c`)."""
+    # Every job: a run that comes late (a loaded machine woke the scheduler late) still runs, once (coalesce), never
+    # two at once. apscheduler's default drops a run more than 1 s late, with a warning: an analytics or compaction
+    # run would then wait a whole interval for the next.
+    defaults = {"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+    scheduler = BackgroundScheduler(timezone="UTC", logger=_SCHEDULER_LOG, job_defaults=defaults)
+    scheduler.add_listener(SkippedRuns(metrics), EVENT_JOB_MAX_INSTANCES)
     jobs(scheduler)
+    for job in scheduler.get_jobs():
+        job.modify(func=_stops_on_ctrl_c(job.func, job.id))
     scheduler.start()
     try:
         while not stop.wait(0.5):

@@ -361,7 +361,7 @@ def collect(ctx: Ctx, source_names, once, interval_s, flush_interval_s, urls, me
         err=True,
     )
     try:
-        run_until_stopped(lambda sch: col.schedule(sch, iv, fiv), stop)
+        run_until_stopped(lambda sch: col.schedule(sch, iv, fiv), stop, col.metrics)
     finally:
         col.close()
     click.echo(f"stopped after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
@@ -461,7 +461,7 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
         err=True,
     )
     try:
-        run_until_stopped(jobs, stop)
+        run_until_stopped(jobs, stop, col.metrics)
     finally:
         exporter.stop()
         col.close()

@@ -1,4 +1,6 @@
+import datetime as dt
 import socket
+import time
 
 from gpuledger.collector.runner import Collector, ScrapeReport
 from gpuledger.collector.source import Batch
@@ -202,3 +204,113 @@ def test_close_appends_what_a_flush_made_room_for_before_calling_it_lost(tmp_pat
     assert col._pending_rows == 1
     col.close()  # raised "1 scraped row(s) never reached the spool and are lost" before
     assert scan(tmp_path / "lake", "gpu_samples").collect()["util_gpu_pct"].to_list() == [42.0]
+
+
+def test_a_job_slower_than_its_interval_is_said_once_a_minute_and_counted_not_warned_at_every_tick(caplog):
+    """A real scheduler (run_until_stopped), a job of 0.3 s every 0.05 s for about 1.2 s: apscheduler skips the ticks
+    that come while a run goes (max_instances=1) and would warn at each; SkippedRuns counts them and says it once
+    (a minute has not passed), in gpuledger's words."""
+    import logging
+    import threading
+
+    from gpuledger.collector.metrics import CollectorMetrics
+    from gpuledger.collector.runner import run_until_stopped
+
+    metrics, stop, runs = CollectorMetrics(), threading.Event(), []
+
+    def slow():
+        runs.append(time.monotonic())
+        time.sleep(0.3)
+        if len(runs) == 3:
+            stop.set()
+
+    def jobs(sch):
+        # as Collector.schedule adds the scrape (no misfire limit: a late tick under load is run, not warned of)
+        opts = dict(coalesce=True, max_instances=1, misfire_grace_time=None)
+        sch.add_job(slow, "interval", seconds=0.05, id="scrape", **opts)
+
+    with caplog.at_level(logging.WARNING):
+        run_until_stopped(jobs, stop, metrics)
+    skipped = metrics.registry.get_sample_value("gpuledger_skipped_runs_total", {"job": "scrape"})
+    # 3 runs of 0.3 s at a 0.05 s interval: each of the first two outlasts 5 ticks; a loaded machine may wake the
+    # scheduler fewer times, but at least once in each
+    assert len(runs) == 3 and skipped >= 2
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [m for m in lines if "maximum number of running instances" in m]
+    assert lines == [
+        "scrape: a run outlasted its interval, so the next tick is skipped (and every tick a run outlasts); said "
+        "again at most every 60 s, with the count"
+    ]
+
+
+def test_skipped_runs_are_said_again_with_their_count_after_a_minute():
+    from gpuledger.collector.metrics import CollectorMetrics
+    from gpuledger.collector.runner import SkippedRuns
+
+    class Event:
+        job_id = "analytics"
+
+    now = [100.0]
+    metrics = CollectorMetrics()
+    said = SkippedRuns(metrics, every_s=60, clock=lambda: now[0])
+    lines = []
+    import logging
+
+    handler = logging.Handler()
+    handler.emit = lambda r: lines.append(r.getMessage())
+    logging.getLogger("gpuledger.collector.runner").addHandler(handler)
+    try:
+        for t in (100.0, 110.0, 150.0, 159.0, 161.0, 170.0):  # the first said at once; 4 more, said at 161
+            now[0] = t
+            said(Event())
+    finally:
+        logging.getLogger("gpuledger.collector.runner").removeHandler(handler)
+    assert lines == [
+        "analytics: a run outlasted its interval, so the next tick is skipped (and every tick a run outlasts); said "
+        "again at most every 60 s, with the count",
+        "analytics: 4 tick(s) skipped in the last 61 s: its runs outlast its interval",  # 110, 150, 159, 161
+    ]
+    assert metrics.registry.get_sample_value("gpuledger_skipped_runs_total", {"job": "analytics"}) == 6
+
+
+def test_a_job_that_ctrl_c_reaches_mid_run_ends_in_one_line(caplog):
+    """polars raises KeyboardInterrupt in the thread running a query when Ctrl-C comes (its own SIGINT hook): a
+    scheduled job (an analytics run) gets it; it ends in one line, not apscheduler's 'raised an exception' and a
+    traceback."""
+    import logging
+    import threading
+
+    from gpuledger.collector.runner import run_until_stopped
+
+    stop = threading.Event()
+
+    def analytics():
+        stop.set()
+        raise KeyboardInterrupt
+
+    with caplog.at_level(logging.INFO):
+        run_until_stopped(lambda sch: sch.add_job(analytics, "interval", seconds=60, id="analytics",
+                                                  next_run_time=dt.datetime.now(dt.timezone.utc)), stop)  # fmt: skip
+    assert "analytics: stopped by Ctrl-C mid-run" in [r.getMessage() for r in caplog.records]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def test_every_scheduled_job_runs_late_rather_than_never_and_never_twice_at_once():
+    """apscheduler's defaults drop a run more than 1 s late (a loaded machine wakes the scheduler late): the first
+    analytics run of `up` would then wait 5 minutes. run_until_stopped's defaults: late runs run, once, alone."""
+    import threading
+
+    from gpuledger.collector.runner import run_until_stopped
+
+    stop, seen = threading.Event(), {}
+
+    def jobs(sch):
+        def look():  # added with no options, as up's compaction and the analytics are
+            job = sch.get_job("analytics")
+            seen.update(misfire=job.misfire_grace_time, coalesce=job.coalesce, instances=job.max_instances)
+            stop.set()
+
+        sch.add_job(look, "interval", seconds=300, id="analytics", next_run_time=dt.datetime.now(dt.timezone.utc))
+
+    run_until_stopped(jobs, stop)
+    assert seen == {"misfire": None, "coalesce": True, "instances": 1}

@@ -20,6 +20,7 @@ CONFIG = """
 interval_s = 0.2
 flush_interval_s = 0.5
 node = "uptest"
+metrics_port = {metrics_port}
 
 [dashboard]
 port = {port}
@@ -53,6 +54,30 @@ def _up(lake, cfg):
     )
 
 
+def _scrapes(port) -> float:
+    """The live scrapes the collector made so far, by its own /metrics (the sim source's scrape-time count)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith('gpuledger_scrape_duration_seconds_count{source="sim"}'):
+                return float(line.split()[-1])
+    return 0.0
+
+
+def _wait_until(pred, what, timeout_s=120):
+    """Until `pred()` holds (an error meanwhile is a no: the process may not listen yet, a file may be replaced
+    while read). On 2 loaded cores a scrape can outlast the 0.2 s interval and the first analytics run take many
+    seconds, so a fixed sleep would see a varying amount of work done."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if pred():
+                return
+        except Exception:  # any failure to look is a "not yet"
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} ({timeout_s} s)")
+
+
 def _wait_for(p, text, timeout_s=60):
     seen = []
     deadline = time.time() + timeout_s
@@ -69,8 +94,8 @@ def _wait_for(p, text, timeout_s=60):
 @pytest.mark.slow
 def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     lake, cfg = tmp_path / "lake", tmp_path / "c.toml"
-    port, exporter_port = _free_port(), _free_port()
-    cfg.write_text(CONFIG.format(port=port, exporter_port=exporter_port))
+    port, exporter_port, metrics_port = _free_port(), _free_port(), _free_port()
+    cfg.write_text(CONFIG.format(port=port, exporter_port=exporter_port, metrics_port=metrics_port))
     started = time.time()
     p = _up(lake, cfg)
     head = _wait_for(p, "gpuledger is up")
@@ -82,11 +107,16 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
         assert b"gpuledger_exporter_up 1.0" in r.read()
     assert "collector: the simulated fleet, because" in head  # says which source and why
     assert "empty lake: backfilling 0.05 days every 30 s, and 0.05 days before them every 300 s" in head
-    time.sleep(2.5)
+    _wait_until(lambda: _scrapes(metrics_port) >= 5, "5 live scrapes")
+    _wait_until(lambda: scan(lake, "gpu_hourly").collect().height > 0, "the first periodic analytics run")
     p.send_signal(signal.SIGINT)  # Ctrl-C
     rest = p.communicate(timeout=60)[1]
     assert p.returncode == 0, rest
     assert "stopped cleanly" in rest and "Traceback" not in rest, rest  # all of it: a scheduled job's error
+    # A scrape outlasting the 0.2 s interval skips ticks: said in one line a minute at most, not apscheduler's
+    # line at every tick (collector/runner.py SkippedRuns)
+    assert "maximum number of running instances" not in rest, rest
+    assert sum("tick(s) skipped" in line or "outlasted its interval" in line for line in rest.splitlines()) <= 5
 
     s = scan(lake, "gpu_samples").collect()
     backfilled = s.filter(pl.col("ts").dt.epoch("s") < started)
@@ -108,7 +138,7 @@ def test_up_backfills_collects_live_and_stops_cleanly_on_ctrl_c(tmp_path):
     p = _up(lake, cfg)
     head = _wait_for(p, "gpuledger is up")
     assert "empty lake" not in head and "filling the" in head
-    time.sleep(1.5)
+    _wait_until(lambda: _scrapes(metrics_port) >= 1, "a live scrape")
     p.send_signal(signal.SIGTERM)
     assert p.communicate(timeout=60)[1] and p.returncode == 0
     s2 = scan(lake, "gpu_samples").collect()
