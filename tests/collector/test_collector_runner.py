@@ -232,9 +232,9 @@ def test_a_job_slower_than_its_interval_is_said_once_a_minute_and_counted_not_wa
     with caplog.at_level(logging.WARNING):
         run_until_stopped(jobs, stop, metrics)
     skipped = metrics.registry.get_sample_value("gpuledger_skipped_runs_total", {"job": "scrape"})
-    # 3 runs of 0.3 s at a 0.05 s interval: each of the first two outlasts 5 ticks; a loaded machine may wake the
-    # scheduler fewer times, but at least once in each
-    assert len(runs) == 3 and skipped >= 2
+    # 3 runs of 0.3 s at a 0.05 s interval (a 4th may start while the scheduler shuts down): each of the first two
+    # outlasts 5 ticks; a loaded machine may wake the scheduler fewer times, but at least once in each
+    assert len(runs) >= 3 and skipped >= 2
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [m for m in lines if "maximum number of running instances" in m]
     assert lines == [
