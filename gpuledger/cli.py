@@ -834,6 +834,14 @@ def quota_list(ctx: Ctx, pending, fmt) -> None:
     metavar="MODEL=VALUE",
     help="The node label value of a GPU model's nodes (repeatable) [its vendor's node labeller's].",
 )
+@click.option(
+    "--partition-resource",
+    "partition_resources",
+    multiple=True,
+    metavar="RESOURCE",
+    help="A partition resource the nodes advertise, quota'd in its vendor's flavors by its share (repeatable): "
+    "nvidia.com/mig-1g.10gb, amd.com/cpx_nps4, huawei.com/Ascend910-4c [none].",
+)
 @common
 def quota_kueue(
     ctx: Ctx,
@@ -848,6 +856,7 @@ def quota_kueue(
     local_queue,
     node_label_key,
     node_labels,
+    partition_resources,
 ) -> None:
     """Print Kueue ResourceFlavors (one per GPU model of this cluster), ClusterQueues (one per tenant, its quota per
     model, active grants included) and LocalQueues as YAML for `kubectl apply -f` (docs/kueue.md)."""
@@ -881,6 +890,7 @@ def quota_kueue(
         label_key=node_label_key,
         label_values=values,
         tenants=tenants,
+        partition_resources=partition_resources,
     )
     objs = kueue_objects(ctx.cfg, models, active_grants(ctx.lake, now, cluster), now, options)
     header = f"gpuledger quota kueue: cluster {ctx.cfg.cluster}, grants as of {now:%Y-%m-%dT%H:%M:%SZ}"

@@ -9,7 +9,9 @@ the lake and the quota grants active at a time into Kueue API objects (docs/kueu
 - one ClusterQueue per tenant, with a nominalQuota per flavor of the resource its vendor's device plugin asks a
   whole device by (gpuledger.vendors.device_resource: `nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`...):
   the tenant's quota for that model, grants included (`tenant_caps`). Kueue lets a resource be covered by one
-  resource group only, so the flavors are grouped by their resource, one resource group each;
+  resource group only, so the flavors are grouped by their resource, one resource group each; a partition resource
+  the caller names (MIG, AMD CPX, vNPU templates) is covered in its device's group, its quota the cap in units of
+  the partition's share of the model (gpuledger.partitions.instance_share);
 - one LocalQueue per namespace of the tenant, pointing at its ClusterQueue (users submit to LocalQueues).
 
 Kueue quotas are per (flavor, resource): it has no cap across a queue's flavors. A "*" quota caps all of a
@@ -33,7 +35,8 @@ import yaml
 
 from gpuledger.config import Config, Tenant, match_model
 from gpuledger.errors import UsageError
-from gpuledger.vendors import device_resource, node_label
+from gpuledger.partitions import instance_share
+from gpuledger.vendors import device_resource, node_label, read_resource
 
 ANY = "*"
 GROUP = "kueue.x-k8s.io"
@@ -42,6 +45,7 @@ GROUP = "kueue.x-k8s.io"
 API_VERSIONS = ("v1beta2", "v1beta1")
 MAX_FLAVORS = 64  # of one resource group (the ClusterQueue CRD's maxItems)
 MAX_GROUPS = 16  # resource groups of a ClusterQueue (the CRD's maxItems)
+MAX_RESOURCES = 64  # resources one resource group covers (the CRD's maxItems)
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace (1.21+)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuledger"}  # what `kubectl apply --prune -l` selects
 MODEL_ANNOTATION = "gpuledger.io/gpu-model"
@@ -76,6 +80,9 @@ class KueueOptions:
     label_key: str | None = None  # node label key of every flavor; None: each vendor's (vendors.node_label)
     label_values: Mapping[str, str] = field(default_factory=dict)  # GPU model -> its node label value
     tenants: tuple[str, ...] = ()  # only these tenants' queues; () = every tenant
+    # partition resources the nodes advertise (nvidia.com/mig-1g.10gb, amd.com/cpx_nps4, huawei.com/Ascend910-4c),
+    # each covered in the resource group of its vendor's whole-device resource
+    partition_resources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,16 +145,17 @@ def tenant_caps(tenant: Tenant, models: Sequence[str], grants: Iterable[Grant], 
     return TenantCaps(per_model, total, mine)
 
 
-def nominal_gpus(caps: TenantCaps, model: str) -> int | None:
-    """The nominalQuota of `model`'s flavor: the tighter of its own cap and the all-models cap, in whole GPUs
-    (a whole-device resource, `nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`, is an integer: a
-    cap of 2.5 admits 2); None when uncapped."""
+def nominal_gpus(caps: TenantCaps, model: str, share: float = 1.0) -> int | None:
+    """The nominalQuota of `model`'s flavor: the tighter of its own cap and the all-models cap, in whole units of
+    `share` of a device (1: a whole-device resource, `nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`, an
+    integer: a cap of 2.5 admits 2; a partition's share, 1/7 for a MIG 1g: a cap of 2.5 admits 17, which the
+    webhook counts as 17/7 = 2.43 GPUs); None when uncapped."""
     cap = caps.per_model.get(model)
     if cap is None:
         return None
     if caps.total is not None:
         cap = min(cap, caps.total)
-    return math.floor(cap + 1e-9)
+    return math.floor(cap / share + 1e-9)
 
 
 def kueue_objects(
@@ -170,7 +178,7 @@ def kueue_objects(
         _check_name(o.local_queue, "LocalQueue name", _DNS_SUBDOMAIN)
     if o.label_key is not None:
         _check_label_key(o.label_key)
-    resources = _resources(models)
+    resources = _resources(models, o.partition_resources)
     unknown = sorted(set(o.label_values) - set(models))
     if unknown:
         raise UsageError(f"--node-label {unknown[0]}: not a GPU model of the lake (known: {', '.join(models)})")
@@ -239,10 +247,44 @@ def _chosen(tenants: tuple[Tenant, ...], names: tuple[str, ...]) -> tuple[Tenant
     return tuple(t for t in tenants if not names or t.name in names)
 
 
-def _resources(models: list[str]) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class _Group:
+    """A resource group: the models whose devices a pod asks by `whole` (its flavors, in name order), and the
+    partition resources of those devices the group covers too (in name order, after `whole`)."""
+
+    whole: str
+    models: tuple[str, ...]
+    partitions: tuple[str, ...] = ()
+
+    @property
+    def covered(self) -> list[str]:
+        return [self.whole, *self.partitions]
+
+
+def _partition_parent(name: str) -> str:
+    """The whole-device resource of the device a partition resource cuts (nvidia.com/mig-1g.10gb -> nvidia.com/gpu,
+    amd.com/cpx_nps4 -> amd.com/gpu, huawei.com/Ascend910-4c -> huawei.com/Ascend910); UsageError for a name that
+    is no partition resource of the device plugins (vendors.read_resource)."""
+    r = read_resource(name)
+    whole = {"nvidia.com/gpu", "amd.com/gpu", "amd.com/gpu_vf", "amd.com/gpu_pf"}
+    if r is not None and name not in whole:
+        if name.startswith("nvidia.com/mig-"):
+            return "nvidia.com/gpu"
+        if r.vendor == "amd":  # the mixed naming: amd.com/<compute>_<memory>, SPX the whole GPU under that name
+            return "amd.com/gpu"
+        if r.vendor == "huawei" and r.profile is not None:
+            return name.split("-", 1)[0]
+    raise UsageError(
+        f"--partition-resource {name}: not a partition resource of a device plugin (nvidia.com/mig-<profile>, "
+        "amd.com/<compute>_<memory> such as amd.com/cpx_nps4, huawei.com/Ascend<chip>-<n>c)"
+    )
+
+
+def _resources(models: list[str], partitions: Sequence[str] = ()) -> list[_Group]:
     """The models by the resource a pod asks one of their devices by, in the resources' name order (a ClusterQueue's
     resource groups) and each resource's models in name order (its flavors: Kueue's preference for a workload that
-    names no model). Kueue lets one resource group cover a resource, and a flavor be in one group."""
+    names no model), each group with the partition resources of its devices. Kueue lets one resource group cover a
+    resource, and a flavor be in one group."""
     by: dict[str, list[str]] = {}
     for m in models:
         r = device_resource(m)
@@ -251,12 +293,41 @@ def _resources(models: list[str]) -> dict[str, list[str]]:
                 f"GPU model {m!r}: a Huawei model naming no Ascend chip (910, 310P, 310): no device plugin resource"
             )
         by.setdefault(r, []).append(m)
+    parts: dict[str, set[str]] = {}
+    for name in partitions:
+        parent = _partition_parent(name)
+        if parent not in by:
+            raise UsageError(
+                f"--partition-resource {name}: no GPU model here is one whose devices a pod asks by {parent} "
+                f"(the models' resources: {', '.join(sorted(by))})"
+            )
+        parts.setdefault(parent, set()).add(name)
     if len(by) > MAX_GROUPS:
         raise UsageError(f"{len(by)} GPU resources: a Kueue ClusterQueue takes at most {MAX_GROUPS} resource groups")
     for r, ms in by.items():
         if len(ms) > MAX_FLAVORS:
             raise UsageError(f"{len(ms)} GPU models of {r}: a Kueue resource group takes at most {MAX_FLAVORS} flavors")
-    return {r: by[r] for r in sorted(by)}
+        if len(parts.get(r, ())) + 1 > MAX_RESOURCES:
+            raise UsageError(f"{r} and {len(parts[r])} partition resources: a resource group covers {MAX_RESOURCES}")
+    return [_Group(r, tuple(by[r]), tuple(sorted(parts.get(r, ())))) for r in sorted(by)]
+
+
+def _share(resource: str, model: str) -> float:
+    """The share of a `model` device one unit of `resource` holds: 1 for the whole-device resource (and SPX, the
+    whole GPU under AMD's mixed naming), else the partition's share by gpuledger.partitions: MIG g/7, AMD 1/the
+    partitions of the mode on this model (CPX: 1/8 of an MI300X, 1/6 of an MI300A), a vNPU its AI cores over this
+    chip's (Ascend910-4c: 4/32 of a 910, 4/20 of a 910B3). UsageError where partitions cannot say (a template name
+    it does not read, a chip whose AI cores it does not know): a guessed share would be a wrong quota."""
+    r = read_resource(resource)
+    if r is None or r.profile is None:
+        return 1.0
+    share = instance_share(r.profile, model)
+    if share is None:
+        raise UsageError(
+            f"--partition-resource {resource}: its share of a {model!r} device is not known (gpuledger.partitions "
+            "reads MIG profiles, AMD modes and vNPU templates <n>c[.<m>cpu] of known chips)"
+        )
+    return share
 
 
 def _flavor_names(models: list[str]) -> dict[str, str]:
@@ -312,24 +383,27 @@ def _cluster_queue(
     name: str,
     t: Tenant,
     caps: TenantCaps,
-    resources: dict[str, list[str]],
+    resources: list[_Group],
     flavors: dict[str, str],
     borrow: bool,
     tenant_label: str,
     configured: list[str],
 ) -> dict[str, Any]:
     groups = []
-    for resource, models in resources.items():
+    for g in resources:
         entries = []
-        for m in models:
-            nominal = nominal_gpus(caps, m)
-            r: dict[str, Any] = {"name": resource, "nominalQuota": 0 if nominal is None else nominal}
-            # Uncapped (no quota names the model): nothing of its own, and borrowing from the cohort is left open,
-            # as the webhook leaves it. Kueue refuses a borrowingLimit without a cohort.
-            if o.cohort and nominal is not None and not borrow:
-                r["borrowingLimit"] = 0
-            entries.append({"name": flavors[m], "resources": [r]})
-        groups.append({"coveredResources": [resource], "flavors": entries})
+        for m in g.models:
+            quotas = []
+            for resource in g.covered:
+                nominal = nominal_gpus(caps, m, _share(resource, m))
+                r: dict[str, Any] = {"name": resource, "nominalQuota": 0 if nominal is None else nominal}
+                # Uncapped (no quota names the model): nothing of its own, and borrowing from the cohort is left
+                # open, as the webhook leaves it. Kueue refuses a borrowingLimit without a cohort.
+                if o.cohort and nominal is not None and not borrow:
+                    r["borrowingLimit"] = 0
+                quotas.append(r)
+            entries.append({"name": flavors[m], "resources": quotas})
+        groups.append({"coveredResources": g.covered, "flavors": entries})
     spec: dict[str, Any] = {}
     selector = _namespace_selector(t, tenant_label, configured)
     if selector is not None:

@@ -246,3 +246,28 @@ def test_a_mixed_fleet_lake_makes_a_flavor_per_model_on_the_nodes_labels(cli, st
             (["nvidia.com/gpu"], [("nvidia-h100-80gb-hbm3", 0)]),
         ],
     }
+
+    # The MI300X nodes in CPX mode, under the ROCm plugin's mixed naming: amd.com/cpx_nps4 covered beside amd.com/gpu,
+    # 8 partitions a GPU: vision's MI300X 2 GPUs -> 16 CPX partitions; nlp uncapped there -> 0
+    r = cli(
+        "quota", "kueue", "--lake", lake, "--config", cfg, "--at", "2026-11-02T00:00:00Z",
+        "--partition-resource", "amd.com/cpx_nps4",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    cqs = [o for o in yaml.safe_load_all(r.output) if o["kind"] == "ClusterQueue"]
+    for o in cqs:
+        assert errors(o) == [], o
+    amd = {
+        o["metadata"]["name"]: [
+            (g["coveredResources"], [(x["name"], x["nominalQuota"]) for x in g["flavors"][0]["resources"]])
+            for g in o["spec"]["resourceGroups"]
+        ][0]
+        for o in cqs
+    }
+    cover = ["amd.com/gpu", "amd.com/cpx_nps4"]
+    assert amd == {
+        "gpuledger-vision": (cover, [("amd.com/gpu", 2), ("amd.com/cpx_nps4", 16)]),
+        "gpuledger-nlp": (cover, [("amd.com/gpu", 0), ("amd.com/cpx_nps4", 0)]),
+    }
+    r = cli("quota", "kueue", "--lake", lake, "--config", cfg, "--partition-resource", "huawei.com/Ascend310P-2c")
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "no GPU model here" in r.output, r.output

@@ -330,3 +330,84 @@ def test_a_mixed_fleet_has_a_flavor_per_model_and_a_resource_group_per_device_pl
     assert [o["spec"]["nodeLabels"] for o in one_key if o["kind"] == "ResourceFlavor"] == [
         {"example.com/gpu": v} for v in values
     ]
+
+
+def test_partition_resources_are_covered_in_their_vendors_group_by_their_share_of_each_model():
+    """--partition-resource: MIG profiles in the NVIDIA group, AMD's CPX in the AMD group, 310P vNPU templates in the
+    Ascend310P group; each flavor of a group lists every resource it covers (Kueue's rule), with the tenant's cap of
+    that model in units of the partition's share of it (gpuledger.partitions: MIG g/7, CPX 1/XCDs of the model, a
+    vNPU its AI cores over the chip's), so that Kueue admits of each resource alone what the webhook would."""
+    mi300a = "AMD Instinct MI300A"
+    models = [H100, L4, MI300X, mi300a, P3, B3]
+    parts = (
+        "nvidia.com/mig-3g.40gb",
+        "nvidia.com/mig-1g.10gb",
+        "amd.com/cpx_nps4",
+        "huawei.com/Ascend310P-4c.3cpu",  # vir04_3c: 4 AI cores (and 3 AI CPUs) of the 310P's 8
+        "huawei.com/Ascend310P-2c",  # vir02
+    )
+    tenants = (
+        Tenant("vision", ("vision",), 1.0, {"H100": 3, "*": 4}),
+        Tenant("nlp", ("nlp",), 1.0, {"MI300X": 2, "MI300A": 1.5, "310P3": 2.5}),
+    )
+    objs = kueue_objects(Config(tenants=tenants), models, [], AT, KueueOptions(partition_resources=parts))
+    cqs = by_kind(objs, "ClusterQueue")
+
+    def groups(cq):
+        return [
+            (g["coveredResources"], {f["name"]: [r["nominalQuota"] for r in f["resources"]] for f in g["flavors"]})
+            for g in cq["spec"]["resourceGroups"]
+        ]
+
+    amd = ["amd.com/gpu", "amd.com/cpx_nps4"]
+    p310 = ["huawei.com/Ascend310P", "huawei.com/Ascend310P-2c", "huawei.com/Ascend310P-4c.3cpu"]
+    nv = ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"]
+    # vision: H100 min(3, 4) = 3 -> 3 GPUs, 3 / (1/7) = 21 1g, 3 / (3/7) = 7 3g; every other model "*" 4:
+    #   L4: 4, 28 1g, 4 / (3/7) = 9.33 -> 9 3g (an L4 has no MIG: no node offers the resource, the quota is moot);
+    #   MI300A: 4, 4 x 6 XCDs = 24 CPX; MI300X: 4, 4 x 8 = 32 CPX;
+    #   310P3: 4, 4 / (2/8) = 16 2c, 4 / (4/8) = 8 4c.3cpu; 910B3: 4 (no partition of Ascend910 named).
+    assert groups(cqs["/gpuledger-vision"]) == [
+        (amd, {"amd-instinct-mi300a": [4, 24], "amd-instinct-mi300x-oam": [4, 32]}),
+        (p310, {"310p3-ascend-v1": [4, 16, 8]}),
+        (["huawei.com/Ascend910"], {"910b3-ascend-v1": [4]}),
+        (nv, {"nvidia-h100-80gb-hbm3": [3, 21, 7], "nvidia-l4": [4, 28, 9]}),
+    ]
+    # nlp: MI300A 1.5 -> 1 GPU, 1.5 x 6 = 9 CPX; MI300X 2 -> 2, 16; 310P3 2.5 -> 2, 10 2c, 5 4c.3cpu; the others
+    # uncapped: 0 of every resource, no borrowingLimit.
+    nlp = cqs["/gpuledger-nlp"]
+    assert groups(nlp) == [
+        (amd, {"amd-instinct-mi300a": [1, 9], "amd-instinct-mi300x-oam": [2, 16]}),
+        (p310, {"310p3-ascend-v1": [2, 10, 5]}),
+        (["huawei.com/Ascend910"], {"910b3-ascend-v1": [0]}),
+        (nv, {"nvidia-h100-80gb-hbm3": [0, 0, 0], "nvidia-l4": [0, 0, 0]}),
+    ]
+    limits = {
+        f["name"]: {r.get("borrowingLimit") for r in f["resources"]}
+        for g in nlp["spec"]["resourceGroups"]
+        for f in g["flavors"]
+    }
+    assert limits["nvidia-h100-80gb-hbm3"] == {None} and limits["amd-instinct-mi300x-oam"] == {0}
+
+
+@pytest.mark.parametrize(
+    ("parts", "message"),
+    [
+        (("nvidia.com/gpu",), "--partition-resource nvidia.com/gpu: not a partition resource of a device plugin"),
+        (("example.com/fpga",), "--partition-resource example.com/fpga: not a partition resource"),
+        # no Ascend910 model among MODELS (A100, H100, L4)
+        (("huawei.com/Ascend910-4c",), "no GPU model here is one whose devices a pod asks by huawei.com/Ascend910"),
+    ],
+)
+def test_a_partition_resource_that_is_none_or_of_no_model_here_is_one_line(parts, message):
+    with pytest.raises(UsageError) as e:
+        kueue_objects(Config(tenants=TENANTS), MODELS, [], AT, KueueOptions(partition_resources=parts))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_partition_whose_share_of_the_model_is_not_known_is_refused_not_guessed():
+    # A 910B template with its memory in the name: the device plugin's name reads as 6 AI cores (of a 910's 32 by
+    # vendors.read_resource), but gpuledger.partitions does not read the ".16g", and a 910B3 has 20 cores, not 32.
+    o = KueueOptions(partition_resources=("huawei.com/Ascend910-6c.1cpu.16g",))
+    with pytest.raises(UsageError) as e:
+        kueue_objects(Config(tenants=TENANTS), [B3], [], AT, o)
+    assert "huawei.com/Ascend910-6c.1cpu.16g: its share of a '910B3-Ascend-V1' device is not known" in str(e.value)

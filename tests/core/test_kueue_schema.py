@@ -130,12 +130,23 @@ GRANTS = [
 @pytest.mark.parametrize("cohort", ["gpuledger", None])
 @pytest.mark.parametrize("models", [MODELS, MIXED], ids=["nvidia", "mixed"])
 def test_every_printed_object_validates(api_version, quota_mode, cohort, models):
-    options = KueueOptions(api_version=api_version, cohort=cohort, label_values={"Tesla T4": "Tesla-T4-SHARED"})
+    # The mixed fleet with partition resources too: groups covering several resources, every flavor listing each
+    parts = ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb", "amd.com/cpx_nps4") if models is MIXED else ()
+    options = KueueOptions(
+        api_version=api_version,
+        cohort=cohort,
+        label_values={"Tesla T4": "Tesla-T4-SHARED"},
+        partition_resources=parts,
+    )
     objs = kueue_objects(_config(quota_mode), models, GRANTS, AT, options)
     flavors = len(models)
     assert [o["kind"] for o in objs] == ["ResourceFlavor"] * flavors + ["ClusterQueue"] * 4 + ["LocalQueue"] * 4
-    groups = {len(o["spec"]["resourceGroups"]) for o in objs if o["kind"] == "ClusterQueue"}
-    assert groups == {1 if models is MODELS else 3}
+    groups = {
+        tuple(len(g["coveredResources"]) for g in o["spec"]["resourceGroups"])
+        for o in objs
+        if o["kind"] == "ClusterQueue"
+    }
+    assert groups == {(1,) if models is MODELS else (2, 1, 3)}  # amd.com/gpu + CPX; Ascend910; nvidia.com/gpu + 2 MIG
     for o in objs:
         assert errors(o) == [], o
     # The CEL rules on what we print, each checked by hand in kueue_crds.HAND_CHECKED (errors() fails on any other).
