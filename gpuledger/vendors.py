@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from gpuledger.mig import mig_share
+from gpuledger.partitions import AMD_MODES, amd_parts, ascend_cores
 
 VENDORS = ("nvidia", "amd", "huawei")
 
@@ -97,8 +98,10 @@ class Resource:
         return self.profile is None and self.share == 1.0
 
 
-AMD_PARTITION_SHARE = {"spx": 1.0, "dpx": 1 / 2, "tpx": 1 / 3, "qpx": 1 / 4, "cpx": 1 / 8}
-ASCEND_AI_CORES = {"Ascend910": 32, "Ascend310P": 8}
+# The name says the mode, not the model: CPX is taken as an MI300X's 1/8 (gpuledger/partitions.py has the figures)
+AMD_PARTITION_SHARE = {mode: 1 / amd_parts(mode, None) for mode in AMD_MODES}
+# The template's chip as the device plugin names it: Ascend910 any training chip of 32 AI cores, Ascend310P 8
+ASCEND_AI_CORES = {chip: ascend_cores(chip) for chip in ("Ascend910", "Ascend310P")}
 _AMD_MIXED = re.compile(r"^amd\.com/(spx|dpx|tpx|qpx|cpx)_(nps\d+)$")
 _ASCEND_WHOLE = re.compile(r"^huawei\.com/(Ascend\d{3}[A-Za-z0-9]*)$")
 _ASCEND_VNPU = re.compile(r"^huawei\.com/(Ascend\d{3}[A-Za-z0-9]*)-(\d+)c(?:\.[A-Za-z0-9.]+)?$")
