@@ -2,7 +2,8 @@
 
 From the jobs table: a job bound to GPUs it names (`gpu_uuids`, from the scheduler or the simulator) gets one
 row per GPU with its share of that GPU: whole-GPU jobs hold 1.0 of each; a fractional or time-sliced job
-holds its `gpus` (0.5 = half); a MIG job holds its profile's slice share. Where the jobs table does not name
+holds its `gpus` (0.5 = half); a MIG or other partition job holds its profile's slice share on each instance
+(`gpus` / the instances it names). Where the jobs table does not name
 GPUs (a Kubernetes pod without scheduler annotations), telemetry can: dcgm-exporter's pod labels on
 gpu_samples name the GPU a pod used (`gpu_of_pod`). A job with neither keeps one row with a null GPU and its
 whole request as the share, so its GPU-hours still count for its tenant.
@@ -66,8 +67,10 @@ def allocations(jobs: pl.LazyFrame, now: dt.datetime, pods: pl.LazyFrame | None 
             .alias("gpu_uuids")
         )
     n = pl.col("gpu_uuids").list.len().fill_null(0)
-    # The share each named GPU holds: whole jobs 1.0 per GPU; below one GPU, the request itself.
-    per_gpu = pl.when(pl.col("gpus") >= 1).then(pl.col("gpus") / n).otherwise(pl.col("gpus"))
+    # The share each named GPU holds: whole jobs 1.0 per GPU; below one GPU, the request itself; a partition ask
+    # (MIG, AMD CPX, vNPU) naming its instances, its request over them (two 1g.10gb slices: 1/7 each, not 2/7 each).
+    parts = pl.col("gpu_sharing").is_in(["mig", "partition"]).fill_null(False)
+    per_gpu = pl.when((pl.col("gpus") >= 1) | parts).then(pl.col("gpus") / n).otherwise(pl.col("gpus"))
     rows = (
         j.with_columns(
             pl.when(n > 0).then(per_gpu).otherwise(pl.col("gpus")).alias("share"),

@@ -77,6 +77,9 @@ class _Job:
     gpus: float
     submitted_s: float
     hold_s: float
+    # The replay's inventory (the `nodes` view) has no layouts, so a partition ask is replayed as its share.
+    partition: str | None = None
+    instances: int = 0
 
     @property
     def whole(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -36,12 +37,14 @@ class SimSource:
             st = sim_state.SimState(
                 sim.seed, now_s - WARMUP_S, sim.nodes, sim.gpus_per_node, sim.models, sim.load, now_s
             )
+            if sim.partitions:
+                st = replace(st, partitions=dict(sim.partitions), partitioned_node_share=sim.partitioned_node_share)
             log.info("sim: no simulated history in the lake; starting a fresh fleet (seed %d)", st.seed)
             sim_state.save(self.lake, cfg.cluster, st)  # fix the epoch now, so a restart continues this fleet
         else:
             log.info("sim: continuing the simulated fleet in the lake (seed %d, %d nodes)", st.seed, st.nodes)
-            asked = (sim.seed, sim.nodes, sim.gpus_per_node, tuple(sim.models))
-            if asked != (st.seed, st.nodes, st.gpus_per_node, tuple(st.models)):
+            asked = (sim.seed, sim.nodes, sim.gpus_per_node, tuple(sim.models), dict(sim.partitions))
+            if asked != (st.seed, st.nodes, st.gpus_per_node, tuple(st.models), st.partitions):
                 log.warning(
                     "sim: the config asks for a different fleet (seed %d, %d x %d GPUs, %s) than the one in the "
                     "lake; continuing the lake's. Delete %s to start a new one.",
@@ -52,7 +55,17 @@ class SimSource:
                     self.lake.url(sim_state.key(cfg.cluster)),
                 )
         self.state = st
-        self.fleet = Fleet(cfg, st.epoch_s, st.nodes, st.gpus_per_node, st.models, st.seed, st.load)
+        self.fleet = Fleet(
+            cfg,
+            st.epoch_s,
+            st.nodes,
+            st.gpus_per_node,
+            st.models,
+            st.seed,
+            st.load,
+            st.partitions,
+            st.partitioned_node_share,
+        )
         self.fleet.advance(st.written_until_s)  # replay the history silently: the lake has those rows
         self.last_s = st.written_until_s - 0.001  # the last instant already written (ms resolution)
         self.started_s = now_s
@@ -95,7 +108,7 @@ class SimSource:
             ]
         if procs:
             self.last_process_s = t
-        frame = pl.concat(samples)
+        frame = pl.concat(samples, how="diagonal_relaxed")  # a partitioned node's have the partition columns
         yield Batch.from_frame("gpu_samples", frame)
         if processes:
             yield Batch.from_frame("gpu_processes", pl.concat(processes))
@@ -111,19 +124,7 @@ class SimSource:
 
     def checkpoint(self) -> None:
         """Record in the lake how far the live fleet has written (called after a flush)."""
-        sim_state.save(
-            self.lake,
-            self.cfg.cluster,
-            sim_state.SimState(
-                self.state.seed,
-                self.state.epoch_s,
-                self.state.nodes,
-                self.state.gpus_per_node,
-                self.state.models,
-                self.state.load,
-                self.last_s + 0.001,
-            ),
-        )
+        sim_state.save(self.lake, self.cfg.cluster, replace(self.state, written_until_s=self.last_s + 0.001))
 
     def close(self) -> None:
         pass

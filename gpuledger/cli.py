@@ -199,6 +199,17 @@ def _progress(label: str, length: int):
 @_config_option(
     "simulator.models", "--models", help=f"Comma-separated GPU models, from: {', '.join(config_mod.SIM_MODELS)}."
 )
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="MODEL=LAYOUT",
+    help="Partition a share of MODEL's nodes in LAYOUT (H100=all-balanced, MI300X=cpx, Ascend910B=vnpu-5c*4); "
+    "repeat per model; replaces the config's simulator.partitions.",
+)
+@_config_option(
+    "simulator.partitioned_node_share", "--partitioned-node-share", help="Share of each such model's nodes."
+)
 @click.option("--end", default=None, help="End of the window, ISO-8601 UTC [now].")
 @click.option("--workers", type=click.IntRange(1, 64), default=None, help="Worker processes [CPU count].")
 @click.option(
@@ -208,7 +219,20 @@ def _progress(label: str, length: int):
     help="Merge each closed day's files into one afterwards (as `gpuledger compact` does).",
 )
 @common
-def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, workers, compact) -> None:
+def simulate(
+    ctx: Ctx,
+    nodes,
+    gpus_per_node,
+    days,
+    step_s,
+    seed,
+    models,
+    partitions,
+    partitioned_node_share,
+    end,
+    workers,
+    compact,
+) -> None:
     """Backfill a historical window of a simulated fleet into the lake, as fast as possible."""
     from gpuledger.collector.sim.backfill import backfill, plan_window
     from gpuledger.compaction import compact as compact_lake
@@ -220,7 +244,12 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
         gpus_per_node=gpus_per_node or sim.gpus_per_node,
         models=tuple(models or sim.models),
         seed=sim.seed if seed is None else seed,
+        partitions=_partitions(partitions) if partitions else dict(sim.partitions),
+        partitioned_node_share=partitioned_node_share or sim.partitioned_node_share,
     )
+    unused = sorted(set(fleet["partitions"]) - set(fleet["models"]))
+    if unused:
+        click.echo(f"note: the fleet has no {', '.join(unused)} nodes to partition", err=True)
     window = plan_window(ctx.cfg, ctx.lake, end_s - days * 86400, end_s, **fleet)
     if window.note:
         click.echo(window.note, err=True)
@@ -255,6 +284,23 @@ def simulate(ctx: Ctx, nodes, gpus_per_node, days, step_s, seed, models, end, wo
             f"merged {r.files_in:,} files of {r.partitions:,} closed day partitions into {r.files_out:,} "
             f"in {time.perf_counter() - t0:.1f} s"
         )
+
+
+def _partitions(given: tuple[str, ...]) -> dict[str, str]:
+    """--partition MODEL=LAYOUT options, each checked as the config's simulator.partitions is."""
+    out: dict[str, str] = {}
+    for item in given:
+        model, eq, layout = item.partition("=")
+        model, layout = model.strip(), layout.strip()
+        if not eq or not model or not layout:
+            raise UsageError(f"--partition {item!r}: expected MODEL=LAYOUT (H100=all-balanced)")
+        if model in out:
+            raise UsageError(f"--partition {item!r}: {model} is partitioned twice")
+        problem = config_mod.sim_partition_problem(model, layout)
+        if problem is not None:
+            raise UsageError(f"--partition {item!r}: {problem}")
+        out[model] = layout
+    return out
 
 
 # -- collect --------------------------------------------------------------------------------------------

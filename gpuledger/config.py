@@ -37,6 +37,7 @@ from typing import Any
 from gpuledger.classes import WORKLOAD_CLASSES
 from gpuledger.config_keys import Check, Walker, allowed, declared, key, must, section, sections, toml_key
 from gpuledger.errors import ConfigError
+from gpuledger.partitions import parse_instance, parse_layout
 from gpuledger.store import Store, is_url
 from gpuledger.store import problem as store_location_problem
 from gpuledger.vendors import VENDORS, Resource
@@ -45,6 +46,21 @@ from gpuledger.vendors import VENDORS, Resource
 # third-party package adds one with no edit here. The core reads the names only; collector/sources.py loads them.
 SOURCE_GROUP = "gpuledger.sources"
 SIM_MODELS = ("H100", "H200", "A100", "L40S", "L4", "T4", "MI300X", "Ascend910B")  # collector/sim/catalog.py
+# The simulated models' names (collector/sim/catalog.py GpuSpec.name; a test keeps the two equal): a layout is
+# checked against the model's vendor figures (MIG memory class, AMD XCDs, Ascend AI cores), which its name says.
+SIM_MODEL_NAMES = {
+    "H100": "NVIDIA H100 80GB HBM3",
+    "H200": "NVIDIA H200",
+    "A100": "NVIDIA A100-SXM4-80GB",
+    "L40S": "NVIDIA L40S",
+    "L4": "NVIDIA L4",
+    "T4": "Tesla T4",
+    "MI300X": "AMD Instinct MI300X OAM",
+    "Ascend910B": "910B3-Ascend-V1",
+}
+# How each simulated model partitions (gpuledger/partitions.py families); the L40S, L4 and T4 have no MIG.
+SIM_PARTITIONING = {"H100": "mig", "H200": "mig", "A100": "mig", "MI300X": "amd", "Ascend910B": "vnpu"}
+_FAMILY_WORDS = {"mig": "MIG profiles", "amd": "AMD compute modes", "vnpu": "Ascend vNPUs"}
 ENFORCER_MODES = ("enforce", "warn", "dry-run")
 # A namespace's tenant when the config's [[tenants]] namespaces do not name it (collector and enforcer alike).
 TENANT_LABEL = "gpuledger.io/tenant"
@@ -345,6 +361,39 @@ class SimConfig:
     load: float = key(
         0.5, "offered load: GPU-hours jobs hold (start-up included) over the fleet's GPU-hours, over a week", gt=0, le=2
     )  # collector/sim/workload.py; see README on 0.7
+    # collector/sim/partitioned.py: a share of each named model's nodes run every GPU in this layout, and a share of
+    # that model's small jobs ask its instances (docs/workload-classes.md, "Partitioned nodes").
+    partitions: dict[str, str] = key(
+        factory=dict,
+        doc='model -> the layout its partitioned nodes run ({H100 = "all-balanced", MI300X = "cpx", Ascend910B = '
+        '"vnpu-5c*4"}; partitions.parse_layout)',
+        shown="none",
+    )
+    partitioned_node_share: float = key(
+        0.1,
+        "share of each model in `partitions` whose nodes are partitioned (at least one node; small jobs fill ~8 %)",
+        gt=0,
+        le=1,
+    )
+
+
+def sim_partition_problem(model: str, layout: str) -> str | None:
+    """What is wrong with `layout` for simulated model `model`, or None: a model the simulator fields, one that
+    partitions, and a layout of its vendor's kind that its device can hold (partitions.parse_layout)."""
+    if model not in SIM_MODEL_NAMES:
+        return f"unknown simulated model {model!r} (known: {', '.join(SIM_MODELS)})"
+    family = SIM_PARTITIONING.get(model)
+    if family is None:
+        takes = ", ".join(m for m in SIM_MODELS if m in SIM_PARTITIONING)
+        return f"{model} has no partitions (the simulator partitions {takes})"
+    try:
+        types = parse_layout(layout, SIM_MODEL_NAMES[model])
+    except ValueError as e:
+        return str(e)
+    got = parse_instance(types[0]).family
+    if got != family:
+        return f"{layout!r} is a layout of {_FAMILY_WORDS[got]}; a {model} takes {_FAMILY_WORDS[family]}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -706,6 +755,9 @@ def parse(doc: dict, source_file: str, base_dir: Path | None = None) -> Config:
         c.bad("collector.dcgm_service", "set dcgm_urls or dcgm_service, not both")
     if not cfg.simulator.models:
         c.bad("simulator.models", "must list at least one model")
+    for model, layout in cfg.simulator.partitions.items():
+        if (problem := sim_partition_problem(model, layout)) is not None:
+            c.bad(f"simulator.partitions.{model}", problem)
     an = cfg.analytics
     if an.idle_policy == "platform" and not an.platform_tenant:
         c.bad("analytics.platform_tenant", "needed when idle_policy is platform (the tenant carrying idle cost)")

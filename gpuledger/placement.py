@@ -7,6 +7,14 @@ A job of k >= 1 GPUs needs k wholly free GPUs on one node; a fractional job (tim
 with that much share left. Best fit (the node with the fewest free GPUs that still fits; for shares, the
 fullest GPU that fits) keeps whole nodes free for large jobs, the way bin-packing schedulers do; what is
 left over is the fragmentation the analytics measure.
+
+Partitioned GPUs (MIG, AMD CPX/DPX..., Ascend vNPUs) follow gpuledger/partitions.py's rules. A node may give each
+GPU a static layout (its instances' canonical types, `partitions.parse_layout`); a job with a `partition` (an
+instance type) asks `instances` free instances of exactly that type on one node, on any of its GPUs. Best fit again:
+the node with the fewest free instances of the type that still has enough, and on it the GPUs with the fewest free
+instances of the type first, so emptier GPUs stay free for later asks. A partitioned GPU offers no whole GPU and
+no share (its `free_milli` is 0 from the start, so the whole and share paths never see it), and a partition ask
+never takes a whole GPU. A placement names the instances it took (GPU, slot in the layout), which release frees.
 """
 
 from __future__ import annotations
@@ -17,10 +25,13 @@ from typing import Protocol
 
 
 class JobSpec(Protocol):
-    """What placement needs of a job: its GPU model, and whole GPUs (gpus >= 1) or a share of one (milli)."""
+    """What placement needs of a job: its GPU model, and whole GPUs (gpus >= 1) or a share of one (milli); or,
+    where `partition` is an instance type, `instances` instances of it (`milli` is then one instance's share)."""
 
     model_key: str
     gpus: float
+    partition: str | None
+    instances: int
 
     @property
     def whole(self) -> int: ...
@@ -39,9 +50,43 @@ class Node:
     model_key: str
     free_milli: list[int]  # per GPU, 1000 = free
     whole_free: int = -1  # GPUs with nothing on them; kept in step with free_milli (hot in the event loop)
+    # Per GPU: None for a whole GPU, else its layout's instance types (partitions.parse_layout); None: none is.
+    layouts: list[tuple[str, ...] | None] | None = None
 
     def __post_init__(self) -> None:
+        # Free instances per type on the node (0: none, the hot path's test), per GPU, and each slot's state.
+        self.free_instances = 0
+        self.free_of: dict[str, int] = {}
+        self.gpu_free_of: list[dict[str, int]] = []
+        self.slot_free: list[list[bool]] = []
+        if self.layouts is not None:
+            if len(self.layouts) != len(self.free_milli):
+                raise ValueError(f"node {self.name}: {len(self.layouts)} layouts for {len(self.free_milli)} GPUs")
+            for g, layout in enumerate(self.layouts):
+                counts: dict[str, int] = {}
+                if layout is not None:
+                    self.free_milli[g] = 0  # no whole GPU and no share on a partitioned GPU (partitions rule 2)
+                    for t in layout:
+                        counts[t] = counts.get(t, 0) + 1
+                        self.free_of[t] = self.free_of.get(t, 0) + 1
+                    self.free_instances += len(layout)
+                self.gpu_free_of.append(counts)
+                self.slot_free.append([True] * len(layout or ()))
         self.whole_free = sum(1 for f in self.free_milli if f == 1000)
+
+    def take_instance(self, g: int, slot: int) -> None:
+        t = self.layouts[g][slot]
+        self.slot_free[g][slot] = False
+        self.gpu_free_of[g][t] -= 1
+        self.free_of[t] -= 1
+        self.free_instances -= 1
+
+    def give_instance(self, g: int, slot: int) -> None:
+        t = self.layouts[g][slot]
+        self.slot_free[g][slot] = True
+        self.gpu_free_of[g][t] += 1
+        self.free_of[t] += 1
+        self.free_instances += 1
 
     def take(self, g: int, milli: int) -> None:
         if self.free_milli[g] == 1000:
@@ -57,8 +102,9 @@ class Node:
 @dataclass
 class Placement:
     node: int
-    gpus: tuple[int, ...]
-    milli: int
+    gpus: tuple[int, ...]  # a partition ask: the GPU of each instance, in `instances`' order
+    milli: int  # per GPU (a partition ask: per instance)
+    instances: tuple[tuple[int, int], ...] = ()  # a partition ask: (GPU, slot in its layout) of each instance
 
 
 @dataclass
@@ -77,11 +123,17 @@ class Scheduler:
 
     def release(self, p: Placement) -> None:
         node = self.nodes[p.node]
+        if p.instances:
+            for g, slot in p.instances:
+                node.give_instance(g, slot)
+            return
         for g in p.gpus:
             node.give(g, p.milli)
 
     def _place(self, job: JobSpec) -> Placement | None:
         nodes = self.by_model[job.model_key]
+        if job.partition is not None:
+            return self._place_partition(job, nodes)
         if job.gpus >= 1:
             k = job.whole
             best = None
@@ -110,6 +162,30 @@ class Scheduler:
         n.take(g, m)
         return Placement(n.index, (g,), m)
 
+    @staticmethod
+    def _place_partition(job: JobSpec, nodes: list[Node]) -> Placement | None:
+        """`job.instances` free instances of type `job.partition` on one node (see the module's docstring)."""
+        t, k = job.partition, job.instances
+        best = None
+        for n in nodes:
+            f = n.free_of.get(t, 0)
+            if f >= k and (best is None or f < best[0]):
+                best = (f, n)
+                if f == k:
+                    break
+        if best is None:
+            return None
+        n = best[1]
+        taken: list[tuple[int, int]] = []
+        for _, g in sorted((c[t], g) for g, c in enumerate(n.gpu_free_of) if c.get(t)):
+            for slot, free in enumerate(n.slot_free[g]):
+                if free and n.layouts[g][slot] == t:
+                    n.take_instance(g, slot)
+                    taken.append((g, slot))
+                    if len(taken) == k:
+                        return Placement(n.index, tuple(g for g, _ in taken), job.milli, tuple(taken))
+        raise AssertionError(f"node {n.name}: free_of says {best[0]} {t}, its GPUs hold fewer")  # kept in step
+
     def schedule(self, model_key: str) -> list[tuple[JobSpec, Placement]]:
         """Place what fits from the head of the model's queue (looking at most BACKFILL_DEPTH deep)."""
         q = self.pending[model_key]
@@ -124,7 +200,7 @@ class Scheduler:
             p = self._place(job)
             if p is None:
                 keep.append(job)
-                if not any(n.whole_free or any(n.free_milli) for n in self.by_model[model_key]):
+                if not any(n.whole_free or n.free_instances or any(n.free_milli) for n in self.by_model[model_key]):
                     break  # nothing free at all: no point looking further
             else:
                 placed.append((job, p))

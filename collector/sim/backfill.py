@@ -18,7 +18,7 @@ import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 
 import numpy as np
@@ -122,7 +122,9 @@ def _run_batch(b: _Batch) -> _BatchResult:
     for table, parts in (("gpu_samples", samples), ("gpu_processes", procs), ("nodes", seen)):
         if parts:
             # One sync per table for all of its days (a coarse window is a month of small files, each an fsync).
-            files += len(writer.write_partitions(table, conform(table, pl.concat(parts)), name, workers=2))
+            # diagonal: a partitioned node's samples have the partition columns, a whole node's do not
+            frame = pl.concat(parts, how="diagonal_relaxed")
+            files += len(writer.write_partitions(table, conform(table, frame), name, workers=2))
     n_samples = sum(s.height for s in samples)
     return _BatchResult(
         tuple(n.index for n in b.nodes), n_samples, sum(p.height for p in procs), len(events), files, tuple(energy)
@@ -247,21 +249,27 @@ def backfill(
     coarse_until_s: float | None = None,
     coarse_step_s: int | None = None,
     progress: Callable[[int], None] | None = None,
+    partitions: dict[str, str] | None = None,
+    partitioned_node_share: float | None = None,
 ) -> BackfillReport:
     """Write [start, end) of a simulated fleet into `lake`; `progress(n)` is called as nodes complete.
 
     `epoch_s` continues an earlier simulation (same seed and fleet) instead of starting a new one a warm-up
     day before `start`. Samples before `coarse_until_s` are every `coarse_step_s` (older history, for the
     daily figures and the forecast, at a fraction of the cost), from it every `step_s`; jobs are the same either way.
+    `partitions` and `partitioned_node_share` default to the config's (collector/sim/partitioned.py).
     """
     load = cfg.simulator.load if load is None else load
+    partitions = dict(cfg.simulator.partitions if partitions is None else partitions)
+    if partitioned_node_share is None:
+        partitioned_node_share = cfg.simulator.partitioned_node_share
     coarse_until = math.ceil(coarse_until_s) if coarse_until_s is not None and coarse_step_s else None
     first_step = coarse_step_s if coarse_until is not None and start_s < coarse_until else step_s
     # Samples sit on the step grid, at or after `start_s` (which is exclusive of anything written before).
     start = math.ceil(start_s / first_step) * first_step
     end = math.ceil(end_s)
     epoch = start - WARMUP_S if epoch_s is None else epoch_s
-    fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load)
+    fleet = Fleet(cfg, epoch, nodes, gpus_per_node, models, seed, load, partitions, partitioned_node_share)
     workers = workers or min(os.cpu_count() or 1, len(fleet.nodes))
     report = BackfillReport(nodes=len(fleet.nodes), gpus=sum(n.gpu_count for n in fleet.nodes))
     with contextlib.ExitStack() as stack:
@@ -277,9 +285,10 @@ def backfill(
         plan = windows(start, end, step_s, start if coarse_until is None else coarse_until, coarse_step_s or step_s)
         rows = JobRows(start if epoch_s is None else start_s, end, history=epoch_s is None)
         _stream(cfg, lake, fleet, plan, end, rows, seed, pool, progress, report)
-    sim_state.save(
-        lake, cfg.cluster, sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
-    )
+    st = sim_state.SimState(seed, float(epoch), nodes, gpus_per_node, tuple(models), load, float(end))
+    if partitions:
+        st = replace(st, partitions=partitions, partitioned_node_share=partitioned_node_share)
+    sim_state.save(lake, cfg.cluster, st)
     return report
 
 
@@ -430,6 +439,8 @@ def plan_window(
     models: tuple[str, ...],
     seed: int,
     load: float | None = None,
+    partitions: dict[str, str] | None = None,
+    partitioned_node_share: float | None = None,
 ) -> Window:
     """What `simulate` writes of [start_s, end_s) into a lake that may hold the same simulated fleet already (its
     state in `_sim/<cluster>.json`: seed, shape, epoch, written up to when).
@@ -440,14 +451,19 @@ def plan_window(
     own, back-dated into hours already analysed). A window before the fleet's history, one with a gap after it, or
     another fleet (seed, nodes, GPUs, models or load) is written as asked."""
     st = sim_state.load(lake, cfg.cluster)
-    load = cfg.simulator.load if load is None else load
-    if st is None or (st.seed, st.nodes, st.gpus_per_node, tuple(st.models), st.load) != (
+    sim = cfg.simulator
+    asked = sim_state.SimState(
         seed,
+        0.0,
         nodes,
         gpus_per_node,
         tuple(models),
-        load,
-    ):
+        sim.load if load is None else load,
+        0.0,
+        dict(sim.partitions if partitions is None else partitions),
+        sim.partitioned_node_share if partitioned_node_share is None else partitioned_node_share,
+    )
+    if st is None or st.shape() != asked.shape():
         return Window(start_s, end_s)
     first = st.epoch_s + WARMUP_S
     if end_s <= first or start_s > st.written_until_s:
@@ -534,4 +550,6 @@ def catch_up(
         load=st.load,
         epoch_s=st.epoch_s,
         progress=progress,
+        partitions=st.partitions,
+        partitioned_node_share=st.partitioned_node_share,
     )

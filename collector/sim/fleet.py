@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import heapq
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpuledger.collector.sim import noise
 from gpuledger.collector.sim.catalog import CATALOG, GpuSpec
+from gpuledger.collector.sim.partitioned import SimLayout, child_uuids, partitioned_count, sim_layouts
 from gpuledger.collector.sim.workload import STARTUP_S, JobSpec, Workload
 from gpuledger.config import DEFAULT_TENANTS, Config
 from gpuledger.placement import Node, Placement, Scheduler
@@ -40,6 +42,7 @@ class Allocation:
     start_s: float  # bound to the node (GPU held from here)
     run_s: float  # containers started (GPU busy per the job's profile from here)
     end_s: float  # GPU released
+    instances: tuple[tuple[int, int], ...] = ()  # a partition ask: (GPU, slot) of each instance (Placement's)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class NodeInfo:
     spec: GpuSpec
     gpu_count: int
     gpu_uuids: tuple[str, ...]
+    layout: SimLayout | None = None  # a partitioned node: every GPU holds this layout
+    child_uuids: tuple[tuple[str, ...], ...] = ()  # per GPU, its instances' uuids in slot order
+
+    def instance_uuid(self, g: int, slot: int) -> str:
+        return self.child_uuids[g][slot]
 
 
 def gpu_uuid(seed: int, cluster: str, node: int, gpu: int) -> str:
@@ -58,13 +66,34 @@ def gpu_uuid(seed: int, cluster: str, node: int, gpu: int) -> str:
     return "GPU-" + str(uuid.UUID(int=value, version=4))
 
 
-def build_nodes(nodes: int, gpus_per_node: int, models: tuple[str, ...], seed: int, cluster: str) -> list[NodeInfo]:
+def build_nodes(
+    nodes: int,
+    gpus_per_node: int,
+    models: tuple[str, ...],
+    seed: int,
+    cluster: str,
+    layouts: Mapping[str, SimLayout] | None = None,
+    partitioned_share: float = 0.0,
+) -> list[NodeInfo]:
+    """The fleet's nodes, models in blocks; of each model in `layouts`, its last `partitioned_count` nodes
+    partitioned."""
+    keys = [models[i * len(models) // nodes] for i in range(nodes)]
+    cut: dict[str, int] = {}  # per partitioned model: its nodes from this index on are partitioned
+    for m in layouts or {}:
+        mine = [i for i, k in enumerate(keys) if k == m]
+        if mine:
+            cut[m] = mine[len(mine) - partitioned_count(len(mine), partitioned_share)]
     out = []
     for i in range(nodes):
-        spec = CATALOG[models[i * len(models) // nodes]]
+        spec = CATALOG[keys[i]]
         name = f"gpu-{spec.key.lower()}-{i:03d}"
         uuids = tuple(gpu_uuid(seed, cluster, i, g) for g in range(gpus_per_node))
-        out.append(NodeInfo(i, name, spec, gpus_per_node, uuids))
+        if spec.key in cut and i >= cut[spec.key]:
+            lay = layouts[spec.key]
+            kids = tuple(child_uuids(spec.vendor, u, seed, cluster, i, g, len(lay.types)) for g, u in enumerate(uuids))
+            out.append(NodeInfo(i, name, spec, gpus_per_node, uuids, lay, kids))
+        else:
+            out.append(NodeInfo(i, name, spec, gpus_per_node, uuids))
     return out
 
 
@@ -80,16 +109,25 @@ class Fleet:
         models: tuple[str, ...] | None = None,
         seed: int | None = None,
         load: float | None = None,
+        partitions: Mapping[str, str] | None = None,
+        partitioned_node_share: float | None = None,
     ):
+        """`partitions` (model -> layout) and `partitioned_node_share` default to the config's [simulator] ones."""
         sim = cfg.simulator
         self.cluster = cfg.cluster
         self.seed = sim.seed if seed is None else seed
+        models = models or sim.models
+        layouts = sim_layouts(sim.partitions if partitions is None else partitions, models)
+        share = sim.partitioned_node_share if partitioned_node_share is None else partitioned_node_share
         self.nodes = build_nodes(
-            nodes or sim.nodes, gpus_per_node or sim.gpus_per_node, models or sim.models, self.seed, self.cluster
+            nodes or sim.nodes, gpus_per_node or sim.gpus_per_node, models, self.seed, self.cluster, layouts, share
         )
         capacity: dict[str, int] = {}
+        parted: dict[str, int] = {}
         for n in self.nodes:
             capacity[n.spec.key] = capacity.get(n.spec.key, 0) + n.gpu_count
+            if n.layout is not None:
+                parted[n.spec.key] = parted.get(n.spec.key, 0) + n.gpu_count
         self.workload = Workload(
             self.seed,
             cfg.tenants or DEFAULT_TENANTS,
@@ -98,8 +136,20 @@ class Fleet:
             sim.load if load is None else load,
             epoch_s,
             self.cluster,
+            {m: (layouts[m], parted[m] / capacity[m]) for m in parted},
         )
-        self.scheduler = Scheduler([Node(n.index, n.name, n.spec.key, [1000] * n.gpu_count) for n in self.nodes])
+        self.scheduler = Scheduler(
+            [
+                Node(
+                    n.index,
+                    n.name,
+                    n.spec.key,
+                    [1000] * n.gpu_count,
+                    layouts=None if n.layout is None else [n.layout.types] * n.gpu_count,
+                )
+                for n in self.nodes
+            ]
+        )
         self.now = epoch_s
         self.allocations: list[list[Allocation]] = [[] for _ in self.nodes]
         self._events: list[tuple[float, int, int, object]] = []  # (time, order, kind, payload)
@@ -127,7 +177,7 @@ class Fleet:
                     self._submit(payload, rows)
                     continue
                 alloc = payload
-                self.scheduler.release(Placement(alloc.node, alloc.gpus, alloc.milli))
+                self.scheduler.release(Placement(alloc.node, alloc.gpus, alloc.milli, alloc.instances))
                 rows.append(self._row(alloc.job, alloc.job.outcome, t, alloc, reason=alloc.job.reason))
                 if alloc.job.evaluates:  # a training run that succeeded: its evaluation burst follows
                     for e in self.workload.evaluations(alloc.job, t):
@@ -151,7 +201,8 @@ class Fleet:
     def _start(self, job: JobSpec, p: Placement) -> list[dict]:
         lo, hi = STARTUP_S  # image pull and container start
         startup = lo + (hi - lo) * noise.uniform1(self.seed, 2, job.n, 0)
-        a = Allocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, self.now + startup + job.duration_s)
+        end = self.now + startup + job.duration_s
+        a = Allocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, end, p.instances)
         self.allocations[p.node].append(a)
         self._push(a.end_s, COMPLETE, a)
         return [self._row(job, "running", self.now, a)]
@@ -159,7 +210,7 @@ class Fleet:
     def _row(self, job: JobSpec, status: str, t: float, a: Allocation | None = None, reason: str | None = None) -> dict:
         node = self.nodes[a.node] if a else None
         final = status not in ("pending", "running")
-        return {
+        row = {
             "updated_at": int(t * US),
             "cluster": self.cluster,
             "job_id": job.job_id,
@@ -183,6 +234,16 @@ class Fleet:
             "source": "sim",
             "workload_class": job.workload_class,
         }
+        if job.partition is not None:  # as the Kubernetes source records a partition ask (partitioned.py)
+            spec = CATALOG[job.model_key]
+            row["gpu_sharing"] = "mig" if spec.vendor == "nvidia" else "partition"
+            row["mig_profile"] = self.layout_of(job.model_key).job_profile(job.partition)
+            if a is not None:
+                row["gpu_uuids"] = [node.instance_uuid(g, s) for g, s in a.instances]
+        return row
+
+    def layout_of(self, model_key: str) -> SimLayout:
+        return self.workload.partitions[model_key][0]
 
     def prune(self, before_s: float) -> None:
         """Forget allocations that ended before `before_s` (live mode keeps memory flat)."""

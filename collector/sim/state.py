@@ -4,7 +4,7 @@ the backfilled history live instead of starting a different simulation."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from gpuledger.store import LakeRef, open_store
 
@@ -18,6 +18,16 @@ class SimState:
     models: tuple[str, ...]
     load: float
     written_until_s: float  # every row before this instant is in the lake (exclusive bound)
+    # model -> layout of its partitioned nodes, and their share (collector/sim/partitioned.py); a fleet without
+    # partitions writes neither, so its state file is what it was before they existed
+    partitions: dict[str, str] = field(default_factory=dict)
+    partitioned_node_share: float = 0.0
+
+    def shape(self) -> tuple:
+        """What makes the fleet: two states of one shape are one fleet, continued."""
+        share = self.partitioned_node_share if self.partitions else None
+        parts = tuple(sorted(self.partitions.items()))
+        return (self.seed, self.nodes, self.gpus_per_node, tuple(self.models), self.load, parts, share)
 
 
 def key(cluster: str) -> str:
@@ -35,4 +45,7 @@ def load(lake: LakeRef, cluster: str) -> SimState | None:
 
 def save(lake: LakeRef, cluster: str, state: SimState) -> None:
     # Replaced whole (Store.put): one fleet per cluster writes it.
-    open_store(lake).put(key(cluster), json.dumps(asdict(state), indent=1).encode())
+    d = asdict(state)
+    if not state.partitions:
+        del d["partitions"], d["partitioned_node_share"]
+    open_store(lake).put(key(cluster), json.dumps(d, indent=1).encode())

@@ -56,9 +56,9 @@ def _ms(t: np.ndarray) -> np.ndarray:
     return np.round(np.asarray(t, dtype=np.float64) * 1000).astype(np.int64)
 
 
-def _level(a: Allocation, g: int, tt: np.ndarray, seed: int) -> np.ndarray:
+def _level(a: Allocation, g: int, tt: np.ndarray, seed: int, stream: int = 10, key: int | None = None) -> np.ndarray:
     j = a.job
-    u = noise.uniform(seed, 10, j.n * 64 + g, _ms(tt))
+    u = noise.uniform(seed, stream, j.n * 64 + g if key is None else key, _ms(tt))
     if j.profile == "steady":
         lvl = j.level + (u - 0.5) * 12.0
     elif j.profile == "bursty":  # training in phases: data loading and checkpoints between busy stretches
@@ -89,7 +89,8 @@ def node_window(
     """Samples at t0, t0+step, ... < t1 for every GPU of `node`.
 
     Process rows are emitted at sample times that are multiples of `process_every_s` (integer seconds);
-    0 means at every sample, None never.
+    0 means at every sample, None never. A partitioned node (`node.layout`) has a row per instance besides each
+    GPU's (`_Instances`).
     """
     spec = node.spec
     G = node.gpu_count
@@ -104,6 +105,7 @@ def node_window(
     best_job = np.full((G, n), -1, dtype=np.int32)
     jobs: list = []
     proc_parts: list[dict] = []
+    parts = _Instances(node, n) if node.layout is not None else None
     for a in allocs:
         if a.end_s <= t0_s or a.start_s >= t1_s:
             continue
@@ -114,6 +116,15 @@ def node_window(
         ji = len(jobs) - 1
         share = a.milli / 1000.0
         j = a.job
+        if a.instances:
+            parts.hold(a, ji, i0, r0, i1, ts, seed, process_every_s, proc_parts, (util, sm, tensor, membw, mem))
+            held = slice(i0, i1)
+            for g in set(a.gpus):  # the GPU's owner: the job holding most of it (as for shares)
+                held_share = share * a.gpus.count(g)
+                better = held_share > best_share[g, held]
+                best_share[g, held] = np.where(better, held_share, best_share[g, held])
+                best_job[g, held] = np.where(better, ji, best_job[g, held])
+            continue
         for g in a.gpus:
             held = slice(i0, i1)
             better = share > best_share[g, held]
@@ -208,7 +219,116 @@ def node_window(
             "namespace": nss.gather(owner) if len(jobs) else _const(None, n * G, pl.String),
         }
     ).with_columns(container=pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.lit("main")))
+    if parts is not None:
+        children = parts.frame(samples, jobs, n, G, cluster)
+        samples = pl.concat([samples, children], how="diagonal_relaxed").sort("ts", maintain_order=True)
     return Window(samples, _processes(node, jobs, proc_parts, cluster, seed), energy[:, -1] if n else e0)
+
+
+class _Instances:
+    """The instances of a partitioned node: per instance (GPU g, slot s: row g x slots + s) what its job does, and
+    their rows. An instance's utilization is its own (the share of its engines busy, as DCGM reports a MIG
+    instance's GR_ENGINE_ACTIVE and the exporters a partition's or vNPU's); its GPU's row adds each instance's
+    times its share, as time-sliced shares add. Memory: the instance's share of the GPU's is its total. Power,
+    energy, temperature, clocks and ECC are the physical GPU's: on its row only."""
+
+    def __init__(self, node: NodeInfo, n: int):
+        lay = node.layout
+        self.node = node
+        self.slots = len(lay.types)
+        c = node.gpu_count * self.slots
+        self.util = np.zeros((c, n))
+        self.sm = np.zeros((c, n))
+        self.tensor = np.zeros((c, n))
+        self.membw = np.zeros((c, n))
+        self.mem = np.zeros((c, n), dtype=np.int64)
+        self.job = np.full((c, n), -1, dtype=np.int32)
+        self.total = np.array([int(node.spec.mem_bytes * sh) for sh in lay.shares] * node.gpu_count, dtype=np.int64)
+
+    def hold(
+        self,
+        a: Allocation,
+        ji: int,
+        i0: int,
+        r0: int,
+        i1: int,
+        ts: np.ndarray,
+        seed: int,
+        process_every_s,
+        proc_parts: list[dict],
+        gpu: tuple[np.ndarray, ...],
+    ) -> None:
+        j = a.job
+        util, sm, tensor, membw, mem = gpu
+        for g, slot in a.instances:
+            c = g * self.slots + slot
+            share = self.node.layout.shares[slot]  # exact (a.milli is rounded: 1g is 143)
+            self.job[c, i0:i1] = ji
+            if r0 >= i1:
+                continue
+            run = slice(r0, i1)
+            lvl = _level(a, g, ts[run], seed, 15, j.n * 128 + c % 128)
+            s = lvl / 100.0 * j.efficiency
+            used = int(j.mem_frac * self.total[c]) + CONTEXT_BYTES
+            self.util[c, run] = lvl
+            self.sm[c, run] = s
+            self.tensor[c, run] = s * j.tensor
+            self.membw[c, run] = lvl * j.membw
+            self.mem[c, run] = used
+            util[g, run] += lvl * share
+            sm[g, run] += s * share
+            tensor[g, run] += s * j.tensor * share
+            membw[g, run] += lvl * j.membw * share
+            mem[g, run] += used
+            if process_every_s is not None:
+                pt = ts[run]
+                keep = np.ones(len(pt), bool) if process_every_s == 0 else (_ms(pt) % (process_every_s * 1000) == 0)
+                if keep.any():
+                    # gpu: past the node's GPUs, the instance's uuid (_processes)
+                    sm_pct = (lvl * share)[keep].astype(np.float32)
+                    proc_parts.append(
+                        {"ts": pt[keep], "gpu": self.node.gpu_count + c, "job": ji, "used": used, "sm_util_pct": sm_pct}
+                    )
+
+    def frame(self, gpus: pl.DataFrame, jobs: list, n: int, G: int, cluster: str) -> pl.DataFrame:
+        node, lay, c = self.node, self.node.layout, self.util.shape[0]
+        cidx = np.tile(np.arange(c, dtype=np.int32), n)
+        parent = cidx // self.slots
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return x.ravel(order="F")
+
+        owner = pl.Series(flat(self.job)).replace(-1, None)
+        first = gpus.head(G)  # the GPUs' rows at the first sample (their PCI ids)
+        return pl.DataFrame(
+            {
+                "ts": gpus["ts"].gather(np.arange(n, dtype=np.int64).repeat(c) * G),
+                "cluster": _const(cluster, n * c, pl.String),
+                "node": _const(node.name, n * c, pl.String),
+                "gpu_uuid": pl.Series([u for kids in node.child_uuids for u in kids], dtype=pl.String).gather(cidx),
+                "gpu_index": parent,
+                "parent_gpu_uuid": pl.Series(node.gpu_uuids, dtype=pl.String).gather(parent),
+                "mig_profile": pl.Series(list(lay.sample_profiles) * G, dtype=pl.String).gather(cidx),
+                "partition_share": pl.Series(list(lay.shares) * G, dtype=pl.Float64).gather(cidx),
+                "model": _const(node.spec.name, n * c, pl.String),
+                "vendor": _const(node.spec.vendor, n * c, pl.String),
+                "pci_bus_id": first["pci_bus_id"].gather(parent),
+                "driver_version": _const(SIM_DRIVER, n * c, pl.String),
+                "util_gpu_pct": flat(np.round(np.minimum(self.util, 100.0))).astype(np.float32),
+                "util_mem_pct": flat(np.round(np.minimum(self.membw, 100.0))).astype(np.float32),
+                "sm_active_ratio": flat(np.minimum(self.sm, 1.0)).astype(np.float32),
+                "tensor_active_ratio": flat(self.tensor).astype(np.float32),
+                "mem_used_bytes": flat(np.minimum(self.mem, self.total[:, None])),
+                "mem_total_bytes": np.tile(self.total, n),
+                "source": _const("sim", n * c, pl.String),
+                "pod": pl.Series([j.pod for j in jobs], dtype=pl.String).gather(owner)
+                if jobs
+                else _const(None, n * c, pl.String),
+                "namespace": pl.Series([j.namespace for j in jobs], dtype=pl.String).gather(owner)
+                if jobs
+                else _const(None, n * c, pl.String),
+            }
+        ).with_columns(container=pl.when(pl.col("pod").is_null()).then(None).otherwise(pl.lit("main")))
 
 
 def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed: int) -> pl.DataFrame:
@@ -225,7 +345,7 @@ def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed
             "ts": pl.Series(_ms(ts) * 1000).cast(pl.Datetime("us", "UTC")),
             "cluster": _const(cluster, m, pl.String),
             "node": _const(node.name, m, pl.String),
-            "gpu_uuid": pl.Series(node.gpu_uuids, dtype=pl.String).gather(gpu),
+            "gpu_uuid": pl.Series(_uuids(node), dtype=pl.String).gather(gpu),
             "pid": pids.gather(ji),
             "process_name": _const("python3", m, pl.String),
             "used_mem_bytes": np.repeat([p["used"] for p in parts], lens).astype(np.int64),
@@ -237,6 +357,13 @@ def _processes(node: NodeInfo, jobs: list, parts: list[dict], cluster: str, seed
         }
     )
     return df.sort("ts", "gpu_uuid", maintain_order=True)
+
+
+def _uuids(node: NodeInfo) -> tuple[str, ...]:
+    """The node's GPUs' uuids, then its instances' (a process on an instance names its index past the GPUs)."""
+    if not node.child_uuids:
+        return node.gpu_uuids
+    return node.gpu_uuids + tuple(u for kids in node.child_uuids for u in kids)
 
 
 def health_events(node: NodeInfo, t0_s: float, t1_s: float, seed: int, cluster: str) -> list[dict]:

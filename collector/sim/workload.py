@@ -36,6 +36,8 @@ from statistics import NormalDist
 import numpy as np
 
 from gpuledger.classes import WORKLOAD_CLASSES
+from gpuledger.collector.sim import noise
+from gpuledger.collector.sim.partitioned import CONVERT_STREAM, SimLayout, ask, per_node
 from gpuledger.config import Tenant
 
 # Outcomes: (probability, the share of the drawn duration it runs: uniform on this range) and failure reasons.
@@ -166,6 +168,10 @@ class JobSpec:
     active_s: float = math.inf  # stalls, parks: seconds after the start it is active; 0 % from then on
     peak_hour: float = PEAK_HOUR_UTC  # diurnal: the UTC hour it is busiest
     evaluates: bool = False  # training: when it succeeds, an evaluation burst follows
+    # A partition ask (collector/sim/partitioned.py): `instances` instances of this canonical type; gpus is then
+    # instances x one instance's share.
+    partition: str | None = None
+    instances: int = 0
 
     @property
     def whole(self) -> int:
@@ -173,7 +179,9 @@ class JobSpec:
 
     @property
     def milli(self) -> int:
-        """Per-GPU share in thousandths (1000 for whole GPUs)."""
+        """Per-GPU share in thousandths (1000 for whole GPUs); a partition ask's: one instance's."""
+        if self.partition is not None:
+            return int(round(self.gpus / self.instances * 1000))
         return 1000 if self.gpus >= 1 else int(round(self.gpus * 1000))
 
     @property
@@ -303,7 +311,9 @@ class Workload:
         load: float,
         start_s: float,
         cluster: str = "default",
+        partitions: dict[str, tuple[SimLayout, float]] | None = None,
     ):
+        """`partitions`: per model with partitioned nodes, its layout and the share of its GPUs partitioned."""
         self.rng = np.random.default_rng([seed, 1])
         self.tenants = tenants
         self.models = sorted(model_capacity)
@@ -348,9 +358,52 @@ class Workload:
         self.n = 0
         self.seed = seed
         self.cluster = cluster
+        # Per model with partitioned nodes: (layout, instances per node by type, chance a small job asks them).
+        self.partitions = {
+            m: (lay, per_node(lay, gpus_per_node), self._convert_p(lay, gpus_per_node, share, pairs, p, ev, succeeded))
+            for m, (lay, share) in (partitions or {}).items()
+        }
         self.opening = tuple(self._running_services(start_s))  # the services running when the fleet starts
         self._opening = deque(self.opening)
         self._arrival: JobSpec | None = None  # the next arrival, drawn ahead to merge with the opening services
+
+    def _convert_p(
+        self, lay: SimLayout, gpus_per_node: int, share: float, pairs: list, p: np.ndarray, ev: float, succeeded: float
+    ) -> float:
+        """The chance a small job of the model asks partitions, so that they offer the partitioned GPUs (`share` of
+        the model's) the fleet's load: share x the GPU-seconds an arrival brings (`mean_gpu_s`) over the GPU-seconds
+        an arrival would bring as partitions if every small job asked them (its instances' shares x its hold; a
+        training run's evaluation burst counted as `mean_gpu_s` counts it). At most 1: partitioned GPUs that the
+        small jobs cannot fill run below the fleet's load."""
+        most = per_node(lay, gpus_per_node)
+
+        def as_partitions(c: str) -> float:
+            d = self.draws[c]
+            out = 0.0
+            for size, q in zip(d.sizes, np.diff(d.cum, prepend=0.0), strict=True):
+                a = ask(lay, c, size, most)
+                if a is not None:
+                    out += q * a[1] * lay.share_of[a[0]] * mean_hold_s(c, size)
+            return out
+
+        per_class = {c: as_partitions(c) for c in WORKLOAD_CLASSES}
+        burst = per_class["evaluation"] * _uniform_mean(BURST_JOBS)
+        x = sum(
+            q * (per_class[c] + (c == "training") * succeeded * self.evaluate_p[i] * burst)
+            for (i, c), q in zip(pairs, p, strict=True)
+        )
+        return min(1.0, share * self.mean_gpu_s / x) if x > 0 else 0.0
+
+    def _partition(self, job: JobSpec) -> JobSpec:
+        """The job as a partition ask, when it is a small job of a model with partitioned nodes and its draw (a
+        stream of its own, keyed by the job's number: the other jobs' draws do not change) falls under the
+        model's chance; else the job."""
+        lay, most, chance = self.partitions[job.model_key]
+        a = ask(lay, job.workload_class, job.gpus, most)
+        if a is None or noise.uniform1(self.seed, CONVERT_STREAM, job.n, 0) >= chance:
+            return job
+        t, k = a
+        return replace(job, gpus=k * lay.share_of[t], partition=t, instances=k)
 
     def _running_services(self, start_s: float) -> list[JobSpec]:
         """The services a fleet in its steady state runs at `start_s`, each for what is left of it, (re)deployed as
@@ -472,7 +525,7 @@ class Workload:
             profile, peak_hour = "diurnal", PEAK_HOUR_UTC + _lin(u_amount, PEAK_SHIFT_H)
         level, period, duty_u, eff, tensor, mem, membw = u_look
         salt = int(u_salt * 2**53)
-        return JobSpec(
+        job = JobSpec(
             n=n,
             job_id=job_id(self.seed, self.cluster, t, n, salt),
             tenant=tenant.name,
@@ -498,6 +551,7 @@ class Workload:
             peak_hour=peak_hour,
             evaluates=evaluates,
         )
+        return self._partition(job) if self.partitions and model in self.partitions else job
 
 
 def _lin(u: float, lo_hi: tuple[float, float]) -> float:
