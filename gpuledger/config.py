@@ -392,7 +392,7 @@ def sim_partition_problem(model: str, layout: str) -> str | None:
         return str(e)
     got = parse_instance(types[0]).family
     if got != family:
-        return f"{layout!r} is a layout of {_FAMILY_WORDS[got]}; a {model} takes {_FAMILY_WORDS[family]}"
+        return f"{layout!r} is a layout of {_FAMILY_WORDS[got]}; {model} takes {_FAMILY_WORDS[family]}"
     return None
 
 
