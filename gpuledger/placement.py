@@ -200,7 +200,7 @@ class Scheduler:
             p = self._place(job)
             if p is None:
                 keep.append(job)
-                if not any(n.whole_free or n.free_instances or any(n.free_milli) for n in self.by_model[model_key]):
+                if not any(n.whole_free or any(n.free_milli) or n.free_instances for n in self.by_model[model_key]):
                     break  # nothing free at all: no point looking further
             else:
                 placed.append((job, p))

@@ -21,10 +21,10 @@ partitions are for: every job that would ask a fraction of a GPU, and the one-GP
 evaluations. A fraction asks the smallest instance type holding it (on `all-balanced`, a quarter GPU takes a 2g,
 2/7), or, where none does, as many of the largest type as come nearest to it (a half GPU on `all-1g.10gb` is four
 1g, on CPX four partitions); a notebook asks one instance of the smallest type (a person's session on a slice), a
-one-GPU service or evaluation one of the largest (a small model served or scored on a slice). The chance a small
-job of the model asks partitions (`Workload._convert_p`) is set so that the asks offer the partitioned GPUs the
-fleet's load; small jobs bring ~8 % of the GPU-hours as partitions, so beyond that share of a model's GPUs every
-small job asks them and the partitioned GPUs run below the fleet's load.
+one-GPU service or evaluation one of the largest (a small model served or scored on a slice). Per instance type,
+the chance that a small job mapped to it asks it (`Workload._convert_p`) is set so that the asks offer the type's
+part of the partitioned GPUs the fleet's load; where the small jobs cannot (they bring ~8 % of the GPU-hours as
+partitions: beyond that share of a model's GPUs), every one of them asks and the type runs below the fleet's load.
 """
 
 from __future__ import annotations

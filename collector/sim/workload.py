@@ -358,7 +358,8 @@ class Workload:
         self.n = 0
         self.seed = seed
         self.cluster = cluster
-        # Per model with partitioned nodes: (layout, instances per node by type, chance a small job asks them).
+        # Per model with partitioned nodes: (layout, instances per node by type, per type the chance a small job
+        # mapped to it asks it).
         self.partitions = {
             m: (lay, per_node(lay, gpus_per_node), self._convert_p(lay, gpus_per_node, share, pairs, p, ev, succeeded))
             for m, (lay, share) in (partitions or {}).items()
@@ -369,38 +370,44 @@ class Workload:
 
     def _convert_p(
         self, lay: SimLayout, gpus_per_node: int, share: float, pairs: list, p: np.ndarray, ev: float, succeeded: float
-    ) -> float:
-        """The chance a small job of the model asks partitions, so that they offer the partitioned GPUs (`share` of
-        the model's) the fleet's load: share x the GPU-seconds an arrival brings (`mean_gpu_s`) over the GPU-seconds
-        an arrival would bring as partitions if every small job asked them (its instances' shares x its hold; a
-        training run's evaluation burst counted as `mean_gpu_s` counts it). At most 1: partitioned GPUs that the
-        small jobs cannot fill run below the fleet's load."""
+    ) -> dict[str, float]:
+        """Per instance type, the chance a small job of the model that `ask` maps to it asks it, so that each type
+        is offered the fleet's load on its part of the partitioned GPUs: share (of the model's GPUs partitioned) x
+        the type's part of a layout (count x its share of the GPU) x the GPU-seconds an arrival brings
+        (`mean_gpu_s`), over the GPU-seconds an arrival would bring as asks of that type if every such small job
+        made them (instances' shares x hold; a training run's evaluation burst counted as `mean_gpu_s` counts it).
+        At most 1: a type its small jobs cannot fill runs below the fleet's load."""
         most = per_node(lay, gpus_per_node)
 
-        def as_partitions(c: str) -> float:
+        def as_partitions(c: str) -> dict[str, float]:
             d = self.draws[c]
-            out = 0.0
+            out: dict[str, float] = {}
             for size, q in zip(d.sizes, np.diff(d.cum, prepend=0.0), strict=True):
                 a = ask(lay, c, size, most)
                 if a is not None:
-                    out += q * a[1] * lay.share_of[a[0]] * mean_hold_s(c, size)
+                    out[a[0]] = out.get(a[0], 0.0) + q * a[1] * lay.share_of[a[0]] * mean_hold_s(c, size)
             return out
 
         per_class = {c: as_partitions(c) for c in WORKLOAD_CLASSES}
-        burst = per_class["evaluation"] * _uniform_mean(BURST_JOBS)
-        x = sum(
-            q * (per_class[c] + (c == "training") * succeeded * self.evaluate_p[i] * burst)
-            for (i, c), q in zip(pairs, p, strict=True)
-        )
-        return min(1.0, share * self.mean_gpu_s / x) if x > 0 else 0.0
+        burst = _uniform_mean(BURST_JOBS)
+        x: dict[str, float] = {}
+        for (i, c), q in zip(pairs, p, strict=True):
+            for t, v in per_class[c].items():
+                x[t] = x.get(t, 0.0) + q * v
+            if c == "training":
+                for t, v in per_class["evaluation"].items():
+                    x[t] = x.get(t, 0.0) + q * succeeded * self.evaluate_p[i] * burst * v
+        part = {t: sum(sh for u, sh in zip(lay.types, lay.shares, strict=True) if u == t) for t in lay.share_of}
+        whole = sum(part.values())
+        return {t: float(min(1.0, share * part[t] / whole * self.mean_gpu_s / x[t])) if x.get(t) else 0.0 for t in part}
 
     def _partition(self, job: JobSpec) -> JobSpec:
         """The job as a partition ask, when it is a small job of a model with partitioned nodes and its draw (a
         stream of its own, keyed by the job's number: the other jobs' draws do not change) falls under the
-        model's chance; else the job."""
+        model's chance for the type it would ask; else the job."""
         lay, most, chance = self.partitions[job.model_key]
         a = ask(lay, job.workload_class, job.gpus, most)
-        if a is None or noise.uniform1(self.seed, CONVERT_STREAM, job.n, 0) >= chance:
+        if a is None or noise.uniform1(self.seed, CONVERT_STREAM, job.n, 0) >= chance[a[0]]:
             return job
         t, k = a
         return replace(job, gpus=k * lay.share_of[t], partition=t, instances=k)

@@ -14,6 +14,7 @@ from gpuledger.cli import main
 from gpuledger.collector.sim import state as sim_state
 from gpuledger.collector.sim.backfill import backfill, plan_window
 from gpuledger.collector.sim.catalog import CATALOG
+from gpuledger.collector.sim.fleet import Fleet
 from gpuledger.collector.sim.partitioned import ask, per_node, sim_layout
 from gpuledger.collector.sim_source import SimSource
 from gpuledger.config import SIM_MODEL_NAMES, SIM_MODELS, SIM_PARTITIONING, defaults
@@ -21,6 +22,7 @@ from gpuledger.vendors import read_resource
 
 from builders import END
 
+DAY = 86400.0
 H100, MI300X, ASCEND = "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X OAM", "910B3-Ascend-V1"
 PRICE = {H100: 2.49, MI300X: 1.99, ASCEND: 1.20}  # the README's example rates, as tests/collector/test_sim_mixed.py
 PARTITIONS = ("H100=all-balanced", "MI300X=cpx", "Ascend910B=vnpu-5c*4")
@@ -277,3 +279,25 @@ def test_the_configs_model_names_are_the_catalogs():
     # gpuledger/config.py checks a layout against the model's name without importing the simulator (core layer)
     assert SIM_MODEL_NAMES == {k: s.name for k, s in CATALOG.items()} and SIM_MODELS == tuple(CATALOG)
     assert set(SIM_PARTITIONING) == {"H100", "H200", "A100", "MI300X", "Ascend910B"}
+
+
+def test_an_instance_type_is_offered_about_the_fleets_load():
+    """40 H100 nodes at load 0.5, 4 of them all-balanced (share 0.1), two weeks after a day's warm-up. The 3g's
+    chance is below 1 (the services and evaluations mapped to it would bring more than its part): the GPU-hours its
+    asks hold over its capacity (4 nodes x 8 GPUs x 3/7) are near the fleet's 0.5 (the measured 0.55; at a chance
+    of 1 it would be 0.55 / 0.63 = 0.86). The 1g's small jobs cannot fill it (chance 1)."""
+    f = Fleet(defaults(), 0, 40, 8, ("H100",), 42, 0.5, {"H100": "all-balanced"}, 0.1)
+    chance = f.workload.partitions["H100"][2]
+    assert chance["1g.10gb"] == 1.0 and 0.3 < chance["3g.40gb"] < 0.9
+    f.advance(15 * DAY)
+    held: dict[str, float] = {}
+    for n in f.nodes:
+        for a in f.allocations[n.index]:
+            s, e = max(a.start_s, DAY), min(a.end_s, 15 * DAY)
+            for _, slot in a.instances if e > s else ():
+                t = n.layout.types[slot]
+                held[t] = held.get(t, 0.0) + (e - s) * n.layout.shares[slot]
+    assert sum(1 for n in f.nodes if n.layout) == 4
+    load_3g = held["3g.40gb"] / (14 * DAY * 4 * 8 * 3 / 7)
+    assert 0.35 < load_3g < 0.7
+    assert held["1g.10gb"] / (14 * DAY * 4 * 8 * 2 / 7) < 0.5
