@@ -108,7 +108,8 @@ class SimSource:
             ]
         if procs:
             self.last_process_s = t
-        frame = pl.concat(samples, how="diagonal_relaxed")  # a partitioned node's have the partition columns
+        same = all(s.columns == samples[0].columns for s in samples)  # a partitioned node's have partition columns
+        frame = pl.concat(samples, how="vertical" if same else "diagonal_relaxed")
         yield Batch.from_frame("gpu_samples", frame)
         if processes:
             yield Batch.from_frame("gpu_processes", pl.concat(processes))

@@ -122,8 +122,9 @@ def _run_batch(b: _Batch) -> _BatchResult:
     for table, parts in (("gpu_samples", samples), ("gpu_processes", procs), ("nodes", seen)):
         if parts:
             # One sync per table for all of its days (a coarse window is a month of small files, each an fsync).
-            # diagonal: a partitioned node's samples have the partition columns, a whole node's do not
-            frame = pl.concat(parts, how="diagonal_relaxed")
+            # a partitioned node's samples have the partition columns, a whole node's do not: diagonal where they meet
+            same = all(p.columns == parts[0].columns for p in parts)
+            frame = pl.concat(parts, how="vertical" if same else "diagonal_relaxed")
             files += len(writer.write_partitions(table, conform(table, frame), name, workers=2))
     n_samples = sum(s.height for s in samples)
     return _BatchResult(
