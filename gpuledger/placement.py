@@ -104,7 +104,16 @@ class Placement:
     node: int
     gpus: tuple[int, ...]  # a partition ask: the GPU of each instance, in `instances`' order
     milli: int  # per GPU (a partition ask: per instance)
-    instances: tuple[tuple[int, int], ...] = ()  # a partition ask: (GPU, slot in its layout) of each instance
+    # (GPU, slot in its layout) of each instance a partition ask took: none here. A class attribute, not a field, so
+    # that the placements of whole GPUs and shares (all of them on a fleet without partitions) cost what they did.
+    instances = ()
+
+
+@dataclass
+class InstancePlacement(Placement):
+    """A partition ask's placement: the instances it took."""
+
+    instances: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -166,6 +175,8 @@ class Scheduler:
     def _place_partition(job: JobSpec, nodes: list[Node]) -> Placement | None:
         """`job.instances` free instances of type `job.partition` on one node (see the module's docstring)."""
         t, k = job.partition, job.instances
+        if k < 1:
+            raise ValueError(f"a partition ask of {k} instances of {t}")
         best = None
         for n in nodes:
             f = n.free_of.get(t, 0)
@@ -183,7 +194,7 @@ class Scheduler:
                     n.take_instance(g, slot)
                     taken.append((g, slot))
                     if len(taken) == k:
-                        return Placement(n.index, tuple(g for g, _ in taken), job.milli, tuple(taken))
+                        return InstancePlacement(n.index, tuple(g for g, _ in taken), job.milli, tuple(taken))
         raise AssertionError(f"node {n.name}: free_of says {best[0]} {t}, its GPUs hold fewer")  # kept in step
 
     def schedule(self, model_key: str) -> list[tuple[JobSpec, Placement]]:

@@ -19,7 +19,7 @@ from gpuledger.collector.sim.catalog import CATALOG, GpuSpec
 from gpuledger.collector.sim.partitioned import SimLayout, child_uuids, partitioned_count, sim_layouts
 from gpuledger.collector.sim.workload import STARTUP_S, JobSpec, Workload
 from gpuledger.config import DEFAULT_TENANTS, Config
-from gpuledger.placement import Node, Placement, Scheduler
+from gpuledger.placement import InstancePlacement, Node, Placement, Scheduler
 
 US = 1_000_000
 COMPLETE, SUBMIT = 1, 2  # event kinds: an allocation ends; a job (of an evaluation burst) is submitted
@@ -42,7 +42,14 @@ class Allocation:
     start_s: float  # bound to the node (GPU held from here)
     run_s: float  # containers started (GPU busy per the job's profile from here)
     end_s: float  # GPU released
-    instances: tuple[tuple[int, int], ...] = ()  # a partition ask: (GPU, slot) of each instance (Placement's)
+    instances = ()  # (GPU, slot) of each instance a partition ask holds: none here (InstanceAllocation)
+
+
+@dataclass(frozen=True)
+class InstanceAllocation(Allocation):
+    """A partition ask's allocation: the instances it holds (its Placement's)."""
+
+    instances: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +184,11 @@ class Fleet:
                     self._submit(payload, rows)
                     continue
                 alloc = payload
-                self.scheduler.release(Placement(alloc.node, alloc.gpus, alloc.milli, alloc.instances))
+                self.scheduler.release(
+                    InstancePlacement(alloc.node, alloc.gpus, alloc.milli, alloc.instances)
+                    if alloc.instances
+                    else Placement(alloc.node, alloc.gpus, alloc.milli)
+                )
                 rows.append(self._row(alloc.job, alloc.job.outcome, t, alloc, reason=alloc.job.reason))
                 if alloc.job.evaluates:  # a training run that succeeded: its evaluation burst follows
                     for e in self.workload.evaluations(alloc.job, t):
@@ -201,8 +212,13 @@ class Fleet:
     def _start(self, job: JobSpec, p: Placement) -> list[dict]:
         lo, hi = STARTUP_S  # image pull and container start
         startup = lo + (hi - lo) * noise.uniform1(self.seed, 2, job.n, 0)
-        end = self.now + startup + job.duration_s
-        a = Allocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, end, p.instances)
+        if p.instances:
+            end = self.now + startup + job.duration_s
+            a = InstanceAllocation(job, p.node, p.gpus, p.milli, self.now, self.now + startup, end, p.instances)
+        else:
+            a = Allocation(
+                job, p.node, p.gpus, p.milli, self.now, self.now + startup, self.now + startup + job.duration_s
+            )
         self.allocations[p.node].append(a)
         self._push(a.end_s, COMPLETE, a)
         return [self._row(job, "running", self.now, a)]
