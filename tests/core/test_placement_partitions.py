@@ -3,6 +3,8 @@ instances of one type, never on a whole GPU, and no whole GPU or share on a part
 
 from dataclasses import dataclass
 
+import pytest
+
 from gpuledger.partitions import parse_layout
 from gpuledger.placement import Node, Scheduler
 
@@ -109,3 +111,12 @@ def test_a_node_without_layouts_places_as_before():
     assert (half.gpus, half.milli, half.instances) == ((0,), 500, ())
     assert s._place(Job("H100", 1.0)).gpus == (1,)
     assert s._place(one_g()) is None  # a partition ask on a fleet without partitions never fits
+
+
+def test_an_ask_of_no_instance_is_refused_loudly():
+    s = Scheduler([Node(0, "n0", "H100", [1000], layouts=[ALL_1G])])
+    with pytest.raises(ValueError, match="a partition ask of 0 instances of 1g.10gb"):
+        s._place(Job("H100", 0.0, "1g.10gb", 0))
+    # and a node given layouts for fewer GPUs than it has
+    with pytest.raises(ValueError, match="node n1: 1 layouts for 2 GPUs"):
+        Node(1, "n1", "H100", [1000, 1000], layouts=[ALL_1G])
