@@ -51,13 +51,18 @@ _PLUGIN_NAMES = {"mig": "nvidia.com/mig-{}", "amd": "amd.com/{}", "vnpu": "huawe
 
 
 def unit_share(profile: str, model: str | None = None) -> float | None:
-    """The share of its device one instance of a partition profile holds, as the job's `gpus` counted it: the
-    device plugin's resource name read by gpuledger.vendors.read_resource (`1g.10gb` 1/7, `cpx.nps4` 1/8,
-    `Ascend910-2c` 2/32), else the device's own figure (gpuledger.partitions.instance_share: `vnpu-2c` on a
-    910B3 2/20); None when neither knows."""
+    """The share of its device one instance of a partition profile holds: the device's own figure where the job's
+    model says it (gpuledger.partitions.instance_share: `Ascend910-5c` on a 910B3 5/20, `cpx` on an MI300A 1/6),
+    else the device plugin's resource name read by gpuledger.vendors.read_resource, as the k8s source priced a job
+    whose model it did not know (`1g.10gb` 1/7, `cpx.nps4` 1/8, `Ascend910-2c` 2/32); None when neither knows.
+    A model-less 910B job priced 5/32 and read back against 5/20 still makes one instance (0.625 rounds to 1); a
+    910B fleet maps its templates in `[[accelerators]]` (docs/accelerators.md) so the two agree for any count."""
     inst = parse_instance(profile)
     if inst is None:
         return None
+    own = instance_share(profile, model) if model else None
+    if own is not None:
+        return own
     r = read_resource(_PLUGIN_NAMES[inst.family].format(profile.replace(".", "_") if inst.family == "amd" else profile))
     if r is not None and r.profile is not None:
         return r.share

@@ -77,7 +77,8 @@ _AMD = re.compile(r"^(spx|dpx|tpx|qpx|cpx)(?:[._](nps\d+))?$")
 ASCEND_CORES = (("310P", 8), ("910B1", 24), ("910B2", 24), ("910B3", 20), ("910B4", 20), ("910", 32))
 ASCEND_310P_AICPU = 7
 # A template's AI CPUs where it names fewer than its cores (vir02_1c: 2 cores, 1 AI CPU; vir04_3c: 4 cores, 3).
-_VNPU = re.compile(r"^(?:vnpu-|Ascend\w*?-)?(\d+)c(?:\.(\d+)cpu)?$")
+# Atlas A2 (910B) templates name their memory too: Ascend910-5c.1cpu.16g (npu-smi's vir05_1c_16g)
+_VNPU = re.compile(r"^(?:vnpu-|Ascend\w*?-)?(\d+)c(?:\.(\d+)cpu)?(?:\.\d+g)?$")
 _VIR = re.compile(r"^vir(\d+)(?:_(\d+)c)?(?:_\w+)?$")
 
 

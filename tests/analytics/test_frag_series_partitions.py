@@ -134,8 +134,20 @@ def test_series_counts_a_gpu_known_by_its_partitions_and_no_partitioned_gpu_as_w
 def test_job_pods_of_partition_asks_by_hand():
     jobs = pl.DataFrame(
         {
-            "gpu_model": [H100, H100, H100, H100, H100, MI300X, ASCEND, "910B3-Ascend-V1", H100],
-            "gpus": [1 / 7, 2 / 7, 3 / 7, 1.0, 0.5, 0.25, 0.25, 4 / 32, 0.3],
+            "gpu_model": [
+                H100,
+                H100,
+                H100,
+                H100,
+                H100,
+                MI300X,
+                ASCEND,
+                "910B3-Ascend-V1",
+                "910B3-Ascend-V1",
+                None,
+                H100,
+            ],
+            "gpus": [1 / 7, 2 / 7, 3 / 7, 1.0, 0.5, 0.25, 0.25, 4 / 32, 0.5, 4 / 32, 0.3],
             "mig_profile": [
                 "1g.10gb",
                 "1g.10gb",
@@ -145,9 +157,11 @@ def test_job_pods_of_partition_asks_by_hand():
                 "cpx.nps4",
                 "Ascend310P-2c",
                 "Ascend910-4c",
+                "Ascend910-5c",
+                "Ascend910-4c",
                 "x",
             ],
-            "pods": [3, 1, 1, 2, 1, 1, 1, 1, 1],
+            "pods": [3, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1],
         }
     )
     got = job_pods(jobs).select("pods", "num_gpu", "gpu_milli", "profile").rows()
@@ -159,7 +173,11 @@ def test_job_pods_of_partition_asks_by_hand():
         (1, 1, 500, ""),  # a share of one GPU, as before
         (1, 2, 125, "cpx"),  # amd.com/cpx_nps4 is 1/8: 0.25 is two CPX partitions
         (1, 1, 250, "vnpu-2c"),  # huawei.com/Ascend310P-2c: 2 of the 310P's 8 AI cores
-        (1, 1, 125, "vnpu-4c"),  # huawei.com/Ascend910-4c: 4 of 32 (the plugin's rule), one instance
+        # huawei.com/Ascend910-4c on a 910B3: 4 of its 20 AI cores (200 milli); priced by the plugin's rule (4/32 =
+        # 0.125, the model unknown to the k8s source) it still reads as one instance: 0.125 / 0.2 = 0.625 -> 1
+        (1, 1, 200, "vnpu-4c"),
+        (1, 2, 250, "vnpu-5c"),  # two 5c of a 910B3 as the simulator prices them: 0.5 / (5/20) = 2
+        (1, 1, 125, "vnpu-4c"),  # no model: 4 of 32, the plugin's rule
         (1, 1, 300, ""),  # a profile no rule knows: a share, as before
     ]
 

@@ -404,10 +404,12 @@ def test_a_partition_resource_that_is_none_or_of_no_model_here_is_one_line(parts
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_partition_whose_share_of_the_model_is_not_known_is_refused_not_guessed():
-    # A 910B template with its memory in the name: the device plugin's name reads as 6 AI cores (of a 910's 32 by
-    # vendors.read_resource), but gpuledger.partitions does not read the ".16g", and a 910B3 has 20 cores, not 32.
-    o = KueueOptions(partition_resources=("huawei.com/Ascend910-6c.1cpu.16g",))
-    with pytest.raises(UsageError) as e:
-        kueue_objects(Config(tenants=TENANTS), [B3], [], AT, o)
-    assert "huawei.com/Ascend910-6c.1cpu.16g: its share of a '910B3-Ascend-V1' device is not known" in str(e.value)
+def test_an_atlas_a2_template_is_quota_d_by_the_910b3_s_own_cores():
+    # A 910B template names its memory too (npu-smi's vir05_1c_16g): 5 of a 910B3's 20 AI cores, a quarter of the
+    # chip, not 5 of a 910's 32 as the plugin's name alone would read. Tenant "nlp" may use 96 of any model
+    # (TENANTS): 96 chips, 96 / (5/20) = 384 vNPUs of the template.
+    o = KueueOptions(partition_resources=("huawei.com/Ascend910-5c.1cpu.16g",))
+    cqs = by_kind(kueue_objects(Config(tenants=TENANTS), [B3], [], AT, o), "ClusterQueue")
+    (group,) = cqs["/gpuledger-nlp"]["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["huawei.com/Ascend910", "huawei.com/Ascend910-5c.1cpu.16g"]
+    assert [r["nominalQuota"] for r in group["flavors"][0]["resources"]] == [96, 384]

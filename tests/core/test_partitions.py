@@ -40,6 +40,8 @@ P310 = "310P3-Ascend-V1"
         ("Ascend310P-2c.1cpu", "vnpu-2c"),  # the device plugin's name less its domain
         ("Ascend910-16c", "vnpu-16c"),
         ("vir04_3c", "vnpu-4c"),  # npu-smi's template
+        ("Ascend910-5c.1cpu.16g", "vnpu-5c"),  # an Atlas A2 (910B) template names its memory too
+        ("vir05_1c_16g", "vnpu-5c"),
         ("gpu", None),
         ("", None),
         (None, None),
