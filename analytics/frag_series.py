@@ -90,27 +90,20 @@ def job_pods(jobs: pl.DataFrame) -> pl.DataFrame:
     """
     weight = [pl.col("pods")] if "pods" in jobs.columns else []
     asks = partition_asks(jobs.filter(pl.col("gpus") > 0))
-    part = pl.col("profile") != ""
-    share = pl.col("gpus") < 1
-    return asks.select(
-        *weight,
-        pl.lit(0, pl.Int64).alias("cpu_milli"),
-        pl.when(part)
-        .then(pl.col("instance_milli"))
-        .when(share)
-        .then((pl.col("gpus") * 1000).round())
-        .otherwise(1000)
-        .cast(pl.Int64)
-        .alias("gpu_milli"),
-        pl.when(part)
-        .then(pl.col("instances"))
-        .when(share)
-        .then(1)
-        .otherwise(pl.col("gpus").ceil())
-        .cast(pl.Int64)
-        .alias("num_gpu"),
-        pl.lit("").alias("gpu_spec"),
-        "profile",
+    zero_cpu = pl.lit(0, pl.Int64).alias("cpu_milli")
+    return asks.select(*weight, zero_cpu, *ask_shape(), pl.lit("").alias("gpu_spec"), "profile")
+
+
+def ask_shape(clip: bool = False) -> tuple[pl.Expr, pl.Expr]:
+    """gpu_milli and num_gpu of partition_asks' rows: a partition ask's instance share and instances, a share of one
+    GPU's thousandths and 1, else 1000 and the GPUs rounded up. `clip`: at least 1 milli, as a replay's pods need."""
+    part, share = pl.col("profile") != "", pl.col("gpus") < 1
+    milli = pl.when(part).then(pl.col("instance_milli")).when(share).then((pl.col("gpus") * 1000).round())
+    milli = milli.otherwise(1000)
+    gpus = pl.when(part).then(pl.col("instances")).when(share).then(1).otherwise(pl.col("gpus").ceil())
+    return (
+        (milli.clip(1, 1000) if clip else milli).cast(pl.Int64).alias("gpu_milli"),
+        gpus.cast(pl.Int64).alias("num_gpu"),
     )
 
 

@@ -62,6 +62,7 @@ import polars as pl
 from gpuledger.analytics.cost_allocation import charge_periods
 from gpuledger.analytics.frag_series import (
     NO_CPU_LIMIT,
+    ask_shape,
     instance_types,
     latest_nodes,
     partition_asks,
@@ -277,27 +278,12 @@ def _holdable(layouts: pl.DataFrame, inv: pl.DataFrame) -> pl.DataFrame:
 def _pods(jobs: pl.DataFrame, spec: bool) -> pl.DataFrame:
     """replay()'s pods, in arrival order: a share of one GPU, whole GPUs, or instances of a partition type
     (`profile`, frag_series.partition_asks); `spec`: only the job's own model."""
-    share = pl.col("gpus") < 1
-    part = pl.col("profile") != ""
     return (
         partition_asks(jobs.sort("submitted_at", "job_id", nulls_last=True))
         .select(
             "gpu_model",
             pl.lit(0, pl.Int64).alias("cpu_milli"),
-            pl.when(part)
-            .then(pl.col("instances"))
-            .when(share)
-            .then(1)
-            .otherwise(pl.col("gpus").ceil())
-            .cast(pl.Int64)
-            .alias("num_gpu"),
-            pl.when(part)
-            .then(pl.col("instance_milli").clip(1, MILLI))
-            .when(share)
-            .then((pl.col("gpus") * MILLI).round().clip(1, MILLI))
-            .otherwise(MILLI)
-            .cast(pl.Int64)
-            .alias("gpu_milli"),
+            *ask_shape(clip=True),
             (pl.col("gpu_model") if spec else pl.lit("")).alias("gpu_spec"),
             "profile",
         )
