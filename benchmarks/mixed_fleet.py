@@ -1,6 +1,7 @@
 """The analytics over a mixed fleet (H100 + MI300X + Ascend 910B) against an NVIDIA-only fleet of the same size.
 
     python benchmarks/mixed_fleet.py [--step-s S] [--rounds N] [--tiny]
+    (a third fleet, "partitioned", is the mixed one with a tenth of each model's nodes partitioned)
     (default: 125 nodes x 8 GPUs = 1,000 devices for 7 days at 300 s, 2 rounds; --tiny: 3 nodes x 2 GPUs for one
     day at 600 s and one round, seconds in all, so the test suite runs this script and it cannot rot)
 
@@ -30,7 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gpuledger.schema import DERIVED_TABLES  # noqa: E402
 
 END = "2026-11-30T00:00:00Z"
-FLEETS = {"nvidia-only": "H100,A100,L40S", "mixed": "H100,MI300X,Ascend910B"}
+FLEETS = {"nvidia-only": "H100,A100,L40S", "mixed": "H100,MI300X,Ascend910B", "partitioned": "H100,MI300X,Ascend910B"}
+# The partitioned fleet is the mixed one with the simulator's default share (10 %) of each model's nodes partitioned:
+# MIG all-balanced, AMD CPX, 910B3 vNPUs; its samples then carry a row per instance, and the analytics read layouts.
+PARTITIONS = {"partitioned": ("H100=all-balanced", "MI300X=cpx", "Ascend910B=vnpu-5c*4")}
 # (nodes, GPUs per node, days, step in seconds): the issue's size at an affordable step, and the test suite's.
 FULL = (125, 8, 7, 300)
 TINY = (3, 2, 1, 600)
@@ -76,6 +80,7 @@ def main() -> None:
                 "simulate",
                 *("--lake", str(lakes[name]), "--nodes", str(nodes), "--gpus-per-node", str(gpus)),
                 *("--days", str(days), "--step-s", str(step_s), "--end", END, "--models", models),
+                *(arg for layout in PARTITIONS.get(name, ()) for arg in ("--partition", layout)),
             )
         times: dict[str, list[float]] = {name: [] for name in FLEETS}
         rss: dict[str, int] = dict.fromkeys(FLEETS, 0)
@@ -96,9 +101,11 @@ def main() -> None:
                 f"{hours:,.0f} GPU-hours, unpriced {unpriced:,.0f}"
             )
         # Per round too: this machine's speed swings from minute to minute, and a round's two runs are back to back
-        per_round = [m / n for m, n in zip(times["mixed"], times["nvidia-only"], strict=True)]
-        ratio = statistics.median(times["mixed"]) / statistics.median(times["nvidia-only"])
-        print(f"  ratio mixed / nvidia-only {ratio:.2f}x (per round {', '.join(f'{r:.2f}' for r in per_round)})")
+        for name in ("mixed", "partitioned"):
+            per_round = [m / n for m, n in zip(times[name], times["nvidia-only"], strict=True)]
+            ratio = statistics.median(times[name]) / statistics.median(times["nvidia-only"])
+            each = ", ".join(f"{r:.2f}" for r in per_round)
+            print(f"  ratio {name} / nvidia-only {ratio:.2f}x (per round {each})")
         print("  (the analytics runs are whole processes: interpreter start-up and imports included)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

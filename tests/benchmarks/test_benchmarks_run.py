@@ -164,7 +164,9 @@ FIGURES: dict[str, tuple[str, ...]] = {
         rf"{N} devices \({N} nodes x {N}\), {N} days at {N} s",
         rf"nvidia-only +analyze median {N} s .* unpriced 0$",
         rf"mixed +analyze median {N} s .* unpriced 0$",
+        rf"partitioned +analyze median {N} s .* unpriced 0$",
         rf"ratio mixed / nvidia-only {N}x",
+        rf"ratio partitioned / nvidia-only {N}x",
     ),
 }
 # A script that cannot run at all without a tool: its test is skipped where the tool is missing.
