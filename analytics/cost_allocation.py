@@ -30,6 +30,7 @@ import polars as pl
 
 from gpuledger import schema
 from gpuledger.analytics.cost import _max_of_request_and_use, rate_frame, split_days
+from gpuledger.analytics.gpu_hourly import physical
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.config import Rate, match_model
 from gpuledger.vendors import vendor_expr
@@ -194,17 +195,16 @@ def cost_allocation(
     piece_h = (pl.col("piece_end") - pl.col("piece_start")).dt.total_microseconds() / 3.6e9
     pieces = pieces.with_columns((pl.col("gpu_hours") / piece_h).alias("_gpus"))
     models = set(pieces.select("gpu_model").unique().collect()["gpu_model"].to_list())
-    cap = (
-        hourly.filter(pl.col("parent_gpu_uuid").is_null())
-        .select(
-            "cluster",
-            "gpu_uuid",
-            pl.col("model").alias("gpu_model"),
-            "node",
-            pl.col("hour").alias("_s"),
-            (pl.col("hour") + pl.duration(hours=1)).alias("_e"),
-        )
-        .filter((pl.col("_e") > _lit(start)) & (pl.col("_s") < _lit(end)))
+    # The capacity whose unallocated hours are idle: each physical GPU's hours, a GPU known by its partitions only
+    # (AMD CPX) included (gpu_hourly.physical, the rule fleet_hourly counts supply by).
+    window = (pl.col("hour") + pl.duration(hours=1) > _lit(start)) & (pl.col("hour") < _lit(end))
+    cap = physical(hourly.filter(window)).select(
+        "cluster",
+        "gpu_uuid",
+        pl.col("model").alias("gpu_model"),
+        "node",
+        pl.col("hour").alias("_s"),
+        (pl.col("hour") + pl.duration(hours=1)).alias("_e"),
     )
     models |= set(cap.select("gpu_model").unique().collect()["gpu_model"].to_list())
     periods = charge_periods(models, rates, start, end)

@@ -1,16 +1,19 @@
 """fleet_hourly: supply, allocation, activity and waiting demand per GPU model and UTC hour.
 
 The capacity questions ("do we have enough H100s?") compare what the fleet had with what was asked of it, hour by
-hour. Both sides come from tables the analytics already wrote: gpu_hourly (physical GPUs only: a MIG instance is
-part of its GPU's supply) and queue_depth (5-minute ticks with jobs waiting; a tick with nobody waiting has no row,
-so an hour's mean pending divides by its 12 ticks, not by the rows present). A year of a 1,000-GPU fleet is 35,000
-rows here against 8.8M in gpu_hourly, which is what lets the dashboards draw a year in one query.
+hour. Both sides come from tables the analytics already wrote: gpu_hourly, one row per physical GPU and hour
+(analytics/gpu_hourly.py `physical`: a MIG instance is part of its GPU's supply, not more of it, and an AMD GPU in
+CPX mode, which the exporter writes as its partitions only, is one GPU built from them), and queue_depth (5-minute
+ticks with jobs waiting; a tick with nobody waiting has no row, so an hour's mean pending divides by its 12 ticks,
+not by the rows present). A year of a 1,000-GPU fleet is 35,000 rows here against 8.8M in gpu_hourly, which is what
+lets the dashboards draw a year in one query.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from gpuledger.analytics.gpu_hourly import physical
 from gpuledger.analytics.sums import exact_sum
 from gpuledger.vendors import has_vendor, vendor_expr
 
@@ -21,8 +24,7 @@ UNKNOWN_MODEL = "unknown"
 def fleet_hourly(hourly: pl.LazyFrame, queue: pl.LazyFrame) -> pl.LazyFrame:
     key = ["cluster", "gpu_model", "hour"]
     supply = (
-        has_vendor(hourly)
-        .filter(pl.col("parent_gpu_uuid").is_null())
+        physical(has_vendor(hourly))
         .rename({"model": "gpu_model"})
         # dcgm-exporter before 2.x's modelName label names no model: such GPUs still count, as "unknown".
         .with_columns(pl.col("gpu_model").fill_null(UNKNOWN_MODEL))

@@ -10,7 +10,7 @@ import datetime as dt
 
 import polars as pl
 
-from gpuledger.analytics.sums import exact_sum
+from gpuledger.analytics.sums import exact_mean, exact_sum
 from gpuledger.vendors import has_vendor, vendor_expr
 
 # A sample is one GPU at one instant: the same (cluster, gpu_uuid, ts) written twice (an overlapping simulate, a
@@ -155,3 +155,63 @@ def gpu_hourly(five_min: pl.LazyFrame) -> pl.LazyFrame:
             "date",
         )
     )
+
+
+# How a physical GPU known by its partitions only gets each gpu_hourly column from its partitions' rows (any other
+# column: the first partition's value that is not null, by gpu_uuid).
+_PARTITION_MEAN = ("allocated_ratio", "busy_ratio", "util_gpu_pct_mean", "sm_active_ratio_mean")
+_PARTITION_SUM = ("energy_wh", "power_w_mean", "mem_used_bytes_max")
+
+
+def physical(hourly: pl.LazyFrame) -> pl.LazyFrame:
+    """gpu_hourly rows (or gpu_5min's, by `bucket_start`) as one row per physical GPU and hour: the supply the
+    capacity and idle-cost figures count.
+
+    A GPU with a row of its own (a whole GPU; a MIG GPU, whose NVML/DCGM source writes the parent row besides its
+    instances; the simulator's partitioned GPUs) is that row, its partitions left out: they are part of its supply,
+    not more of it. A GPU known by its partitions only (the AMD exporter writes a GPU in DPX/QPX/CPX mode as one
+    series per partition, each with the GPU's serial as parent_gpu_uuid, and none of the GPU) is one row built from
+    the partitions that reported in the hour, with parent_gpu_uuid and mig_profile null as a GPU's own row has them:
+    - allocated_ratio, busy_ratio, util and SM-active means: the partitions' mean (of those that know the value).
+      That is the mean weighted by each partition's share (the GPU-equivalents held or busy) because an AMD mode
+      splits a GPU into equal partitions (partition_share, which gpu_hourly does not carry, is one value per GPU);
+    - energy_wh, power_w_mean, mem_used_bytes_max: the partitions' sums (the exporter reports socket power and
+      energy on partition 0 and 0 W / nothing on the others; memory is each partition's own); null when none knows;
+    - samples: the most any partition has (they are sampled at the same instants: one GPU sampled that often);
+    - node, model, vendor and any other column: the first partition's (by gpu_uuid) that is not null.
+    The rule of analytics/frag_series.py's inventory, which counts such a GPU in fragmentation.gpus."""
+    names = hourly.collect_schema().names()
+    time = "hour" if "hour" in names else "bucket_start"
+    key = [c for c in ("cluster", time) if c in names]
+    parent = pl.col("parent_gpu_uuid")
+    own = hourly.filter(parent.is_null())
+    alone = (
+        hourly.filter(parent.is_not_null())
+        .join(own.select(*key, pl.col("gpu_uuid").alias("parent_gpu_uuid")), on=[*key, "parent_gpu_uuid"], how="anti")
+        .sort("gpu_uuid")
+    )
+
+    schema = own.collect_schema()
+
+    def rule(c: str) -> pl.Expr:
+        # float sums exact (analytics/sums.py): a rerun writes the same bits whatever order the threads add in
+        exact = schema[c].is_float()
+        if c in _PARTITION_MEAN:
+            return exact_mean(pl.col(c)) if exact else pl.col(c).mean()
+        if c in _PARTITION_SUM:
+            return pl.when(pl.col(c).is_not_null().any()).then(exact_sum(pl.col(c)) if exact else pl.col(c).sum())
+        if c == "samples":
+            return pl.col(c).max()
+        return pl.col(c).drop_nulls().first()
+
+    rest = [c for c in names if c not in (*key, "gpu_uuid", "parent_gpu_uuid", "mig_profile")]
+    built = (
+        alone.group_by(*key, "parent_gpu_uuid")
+        .agg(*(rule(c).alias(c) for c in rest))
+        .with_columns(
+            parent.alias("gpu_uuid"),
+            pl.lit(None, pl.String).alias("parent_gpu_uuid"),
+            *([pl.lit(None, pl.String).alias("mig_profile")] if "mig_profile" in names else []),
+        )
+    )
+    return pl.concat([own, built.select(names).cast(dict(schema))])

@@ -37,13 +37,16 @@ class NodeClaim:
 
 
 def clashes(five: pl.DataFrame) -> pl.DataFrame:
-    """The 5-minute buckets where two physical GPUs reported at one index of one node (the view's rule: MIG
-    instances and GPUs without an index left out; two sources of one machine report one UUID and are not a clash).
-    `five`: gpu_5min rows with `_gpu_index`. One row per (cluster, node, bucket) with the GPUs seen, sorted."""
+    """The 5-minute buckets where two physical GPUs reported at one index of one node (the view's rule: a row is
+    its physical GPU's, a partition's its parent's; rows without an index left out; two sources of one machine
+    report one UUID and are not a clash). A MIG instance or vNPU reports at its GPU's index, so it is no second GPU
+    there; an AMD partition reports at an index of its own, so a GPU known by its partitions only (CPX) is checked
+    too. `five`: gpu_5min rows with `_gpu_index`. One row per (cluster, node, bucket) with the GPUs seen, sorted."""
+    gpu = pl.coalesce("parent_gpu_uuid", "gpu_uuid")
     return (
-        five.filter(pl.col("parent_gpu_uuid").is_null() & pl.col("_gpu_index").is_not_null())
+        five.filter(pl.col("_gpu_index").is_not_null())
         .group_by("cluster", "node", "_gpu_index", "bucket_start")
-        .agg(pl.col("gpu_uuid").min().alias("a"), pl.col("gpu_uuid").max().alias("b"))
+        .agg(gpu.min().alias("a"), gpu.max().alias("b"))
         .filter(pl.col("a") != pl.col("b"))
         .group_by("cluster", "node", "bucket_start")
         .agg(pl.concat_list("a", "b").explode().unique().sort().alias("gpu_uuids"))
