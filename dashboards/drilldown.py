@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from gpuledger.dashboards.filters import CLUSTER_SQL, TENANT_SQL, Filters
+from gpuledger.dashboards.filters import CLUSTER_SQL, PHYSICAL_SQL, TENANT_SQL, Filters
 
 GIB = 2**30
 NATIVE_MAX_DAYS = 2
@@ -298,13 +298,16 @@ def nodes(data, f: Filters, cluster: str | None = None) -> pl.DataFrame:
 
 def node_use(data, f: Filters, cluster: str) -> pl.DataFrame:
     """Per node of a cluster over the range (physical GPUs, the hourly rollup): GPUs reporting, the share of their
-    samples with a pod on them (allocated_pct) and their mean utilization."""
+    samples with a pod on them (allocated_pct) and their mean utilization. A physical GPU's day is its own row, or,
+    for a GPU known by its partitions only (AMD CPX), its partitions' mean: equal partitions sampled at the same
+    instants, so that is the GPU's (analytics/gpu_hourly.py `physical`, here by day)."""
     return data.frame(
-        "SELECT node, count(DISTINCT gpu_uuid) AS gpus_reporting, "
-        "100 * sum(allocated_samples) / sum(samples) AS allocated_pct, "
-        "sum(util_sum) / sum(samples) AS util_gpu_pct_mean FROM gpu_daily "
-        f"WHERE date BETWEEN ? AND ? AND cluster = ? AND parent_gpu_uuid IS NULL AND {CLUSTER_SQL} "
-        "AND (CAST(? AS VARCHAR) IS NULL OR model = ?) GROUP BY node ORDER BY node",
+        "WITH p AS (SELECT node, date, coalesce(parent_gpu_uuid, gpu_uuid) AS gpu, avg(samples) AS samples, "
+        "avg(allocated_samples) AS allocated_samples, avg(util_sum) AS util_sum FROM gpu_daily d "
+        f"WHERE date BETWEEN ? AND ? AND cluster = ? AND {PHYSICAL_SQL.format(t='gpu_daily', k='date')} "
+        f"AND {CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR model = ?) GROUP BY ALL) "
+        "SELECT node, count(DISTINCT gpu) AS gpus_reporting, 100 * sum(allocated_samples) / sum(samples) "
+        "AS allocated_pct, sum(util_sum) / sum(samples) AS util_gpu_pct_mean FROM p GROUP BY node ORDER BY node",
         [f.start, f.end, cluster, *f.cluster_args, f.model, f.model],
     )
 

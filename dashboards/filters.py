@@ -18,6 +18,12 @@ EARLIEST = dt.date(1970, 1, 1)  # the lake's times are Unix times: nothing is ol
 # clusters, and every filter narrows to the chosen one too: bind Filters.model_args, tenant_args or both_args.
 CLUSTER_SQL = "(CAST(? AS VARCHAR) IS NULL OR cluster = ?)"
 MODEL_SQL = f"{CLUSTER_SQL} AND (CAST(? AS VARCHAR) IS NULL OR gpu_model = ?)"  # binds f.model_args
+# A row that is its physical GPU's (gpu_hourly.physical's rule, in SQL over table {t} aliased d, keyed by {k}): a
+# GPU's own row, or a partition of a GPU with no row of its own in that {k} (an AMD GPU in CPX mode)
+PHYSICAL_SQL = (
+    "(d.parent_gpu_uuid IS NULL OR NOT EXISTS (SELECT 1 FROM {t} o WHERE o.{k} = d.{k} AND o.cluster = d.cluster "
+    "AND o.gpu_uuid = d.parent_gpu_uuid))"
+)
 # The viewer's tenants (dashboards/access.py): a signed-in tenant user's rows only, whatever the URL asks; a null
 # list (an admin, or no sign-in configured) matches every row. Every query of a table with a tenant column binds it,
 # through TENANT_SQL or BOTH_SQL, so no page, CSV export or callback can return another tenant's rows.

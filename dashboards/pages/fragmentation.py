@@ -7,13 +7,35 @@ import polars as pl
 from dash import Input, Output, State, dcc, html
 
 from gpuledger.dashboards import figures, links
-from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, by_cluster
+from gpuledger.dashboards.filters import CLUSTER_SQL, MODEL_SQL, PHYSICAL_SQL, by_cluster
 from gpuledger.dashboards.ui import graph, kpi, no_data, note, section, table
 from gpuledger.errors import GpuledgerError
 
 PATH = "/fragmentation"
 NAME = "Fragmentation"
 HEAVY = True  # a timed redraw would wipe the replay's result (dashboards/app.py)
+
+
+def worst_nodes(data, f) -> pl.DataFrame:
+    """The latest hour of the range, node by node: free GPUs on nodes that are partly in use cannot host a job that
+    needs the whole node. One hour of gpu_hourly, from the lake (one date folder). Per physical GPU (gpu_hourly.
+    physical's rule): a GPU known by its partitions only (AMD CPX) is one GPU, held as much as its partitions' mean
+    (they are equal)."""
+    (last,) = data.frame(
+        f"SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {CLUSTER_SQL}",
+        [f.start, f.end, *f.cluster_args],
+    ).row(0)
+    return data.frame(
+        "WITH h AS (SELECT * FROM gpu_hourly WHERE date = CAST(? AS DATE) AND hour = ?), "
+        "p AS (SELECT cluster, node, any_value(model) AS model, avg(allocated_ratio) AS allocated_ratio FROM h d "
+        f"WHERE {PHYSICAL_SQL.format(t='h', k='hour')} GROUP BY cluster, node, coalesce(parent_gpu_uuid, gpu_uuid)), "
+        "g AS (SELECT cluster, node, model AS gpu_model, count(*) AS gpus, "
+        "count(*) FILTER (allocated_ratio < 0.5) AS free_gpus FROM p GROUP BY ALL) "
+        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL_SQL} "
+        "ORDER BY free_gpus DESC, node LIMIT 20",
+        [last, last, *f.model_args],
+        lake=True,
+    )
 
 
 def layout(ctx, f):
@@ -41,21 +63,7 @@ def layout(ctx, f):
         f"AND {MODEL_SQL} ORDER BY 1, 2",
         params,
     )
-    # The latest hour of the range, node by node: free GPUs on nodes that are partly in use cannot host a job
-    # that needs the whole node. One hour of gpu_hourly, from the lake (one date folder).
-    (last,) = data.frame(
-        f"SELECT max(hour) FROM fleet_hourly WHERE date BETWEEN ? AND ? AND {CLUSTER_SQL}",
-        [f.start, f.end, *f.cluster_args],
-    ).row(0)
-    worst = data.frame(
-        "WITH g AS (SELECT cluster, node, model AS gpu_model, count(*) AS gpus, "
-        "count(*) FILTER (allocated_ratio < 0.5) AS free_gpus FROM gpu_hourly "
-        "WHERE date = CAST(? AS DATE) AND hour = ? AND parent_gpu_uuid IS NULL GROUP BY ALL) "
-        f"SELECT * FROM g WHERE free_gpus > 0 AND free_gpus < gpus AND {MODEL_SQL} "
-        "ORDER BY free_gpus DESC, node LIMIT 20",
-        [last, last, *f.model_args],
-        lake=True,
-    )
+    worst = worst_nodes(data, f)
     return [
         kpi("fr-rate", "fragmented share of free GPUs (range)", rate, "%", 1),
         kpi("fr-gpus", "fragmented GPUs, mean", frag, "GPUs", 1),
