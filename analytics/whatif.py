@@ -4,16 +4,26 @@ Method (docs/dashboards.md):
 - Demand: the jobs submitted in the window (job_stats), each with its GPU model, GPUs, submission time and how
   long it held its GPUs (held_s; a job still running is held until the window's end; a job still waiting gets the
   median hold of its model's jobs of the same size, else of its model).
-- Supply: the nodes the lake knows (the `nodes` view: model and GPU count per node). "Add N GPUs of model X" adds
-  nodes of that model's most common size (the last one smaller if N is not a multiple); "remove N" takes GPUs
-  off that model's nodes, last node first.
+- Supply: the nodes the lake knows (the `nodes` view: model and GPU count per node), each GPU in the layout
+  telemetry last reported for it in the window (gpu_hourly's partition rows: placement_whatif.gpu_layouts, a layout
+  its model cannot hold is replayed whole; a GPU with no partition rows is whole). "Add N GPUs of model X" adds
+  nodes of that model's most common size (the last one smaller if N is not a multiple), all of their GPUs whole;
+  "remove N" takes GPUs off that model's nodes, last node first, and on a node its whole GPUs before its
+  partitioned ones (a partitioned GPU goes with its layout, once the node has no whole GPU left).
+- Partitions (gpuledger/partitions.py's rules, as gpuledger.placement applies them): a job whose mig_profile is a
+  partition ask asks `instances` free instances of its instance type on one node (frag_series.partition_asks:
+  gpus / one instance's share, rounded), and waits for them; a partitioned GPU takes no whole-GPU job and no
+  share. A partition ask that no node of its model can hold (no layout with enough instances of its type, e.g. a
+  layout changed since) is replayed as its share of a whole GPU, as before layouts were read, so nothing that ran
+  becomes unplaceable for lack of layouts.
 - Idle rule: "reclaim GPUs idle for more than T hours" ends every job whose efficiency (busy / allocated
   GPU-hours) is below `idle_threshold` after T hours held, as a reclaiming controller would.
 - Placement: the scheduler the simulated fleet uses (gpuledger.placement: FIFO per model with bounded backfill,
   best fit on nodes), so "today" is the same replay on the unchanged fleet, and the comparison is like for like.
   The measured figures of the window are returned beside both.
 - Figures per model: jobs, wait mean / p50 / p90 (s), allocation (GPU-hours held in the window / GPU-hours the
-  fleet had), and jobs that never fit (asking for more GPUs than any node of the model has).
+  fleet had; a partition ask holds its instances' shares), and jobs that never fit (asking for more whole GPUs
+  than any node of the model has whole, or a share where the model has no whole GPU).
 - Bounds (`check`, for the dashboards' inputs): a scenario changes a GPU model the fleet has, removes at most
   the GPUs it has and adds at most MAX_ADD_PER_FLEET_GPU times the fleet's GPUs; the idle rule's T lies within
   the replayed window, which is at most MAX_WINDOW_DAYS long.
@@ -28,6 +38,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from gpuledger.analytics.frag_series import partition_asks
+from gpuledger.analytics.placement_whatif import LAYOUT_COLUMNS, _holdable, gpu_layouts
+from gpuledger.partitions import parse_layout
 from gpuledger.placement import Node, Placement, Scheduler
 
 RESULT_SCHEMA = pl.Schema(
@@ -77,9 +90,10 @@ class _Job:
     gpus: float
     submitted_s: float
     hold_s: float
-    # The replay's inventory (the `nodes` view) has no layouts, so a partition ask is replayed as its share.
+    # A partition ask: `instances` instances of this canonical type, each of `instance_milli` (partition_asks).
     partition: str | None = None
     instances: int = 0
+    instance_milli: int = 0
 
     @property
     def whole(self) -> int:
@@ -87,31 +101,61 @@ class _Job:
 
     @property
     def milli(self) -> int:
+        if self.partition is not None:
+            return self.instance_milli
         return 1000 if self.gpus >= 1 else max(1, int(round(self.gpus * 1000)))
 
 
-def fleet_nodes(nodes: pl.DataFrame, scenario: Scenario | None = None) -> list[tuple[str, int]]:
-    """(model, GPUs) per node, changed as the scenario says."""
-    out = [(m, int(g)) for m, g in nodes.select("gpu_model", "gpu_count").iter_rows() if m and g]
+Layout = tuple[str, ...] | None  # a GPU's instance types (partitions.parse_layout), None whole
+FleetNode = tuple[str, int, tuple[Layout, ...] | None]  # model, GPUs, per GPU its layout (None: every GPU whole)
+
+
+def fleet_nodes(
+    nodes: pl.DataFrame, scenario: Scenario | None = None, layouts: pl.DataFrame | None = None
+) -> list[FleetNode]:
+    """(model, GPUs, layouts) per node, changed as the scenario says (the module's docstring). `layouts`:
+    LAYOUT_COLUMNS rows (placement_whatif.gpu_layouts), attached by node name; `nodes` then needs its `node`
+    column. A node's partitioned GPUs come first (gpu_uuid order), its whole ones after: removal takes from the end."""
+    per_node = _node_layouts(nodes, layouts)
+    out: list[FleetNode] = []
+    for i, (m, g) in enumerate(nodes.select("gpu_model", "gpu_count").iter_rows()):
+        if not m or not g:
+            continue
+        parted = per_node.get(i, ())[: int(g)]
+        out.append((m, int(g), (*parted, *[None] * (int(g) - len(parted))) if parted else None))
     if scenario is None or not scenario.model or not scenario.delta_gpus:
         return out
-    sizes = [g for m, g in out if m == scenario.model]
+    sizes = [g for m, g, _ in out if m == scenario.model]
     if scenario.delta_gpus > 0:
         size = max(set(sizes), key=sizes.count) if sizes else 8
         left = scenario.delta_gpus
         while left > 0:
-            out.append((scenario.model, min(size, left)))
+            out.append((scenario.model, min(size, left), None))
             left -= size
         return out
     left = -scenario.delta_gpus
     for i in range(len(out) - 1, -1, -1):
-        m, g = out[i]
+        m, g, lay = out[i]
         if m != scenario.model or left <= 0:
             continue
         take = min(g, left)
-        out[i] = (m, g - take)
+        out[i] = (m, g - take, lay[: g - take] if lay is not None else None)
         left -= take
-    return [(m, g) for m, g in out if g > 0]
+    return [(m, g, lay if lay is not None and any(x is not None for x in lay) else None) for m, g, lay in out if g > 0]
+
+
+def _node_layouts(nodes: pl.DataFrame, layouts: pl.DataFrame | None) -> dict[int, tuple[Layout, ...]]:
+    """Row index of `nodes` -> its partitioned GPUs' layouts, in gpu_uuid order (a layout its model cannot hold is
+    left whole, with placement_whatif's warning)."""
+    if layouts is None or layouts.is_empty() or "node" not in nodes.columns:
+        return {}
+    inv = nodes.select("node", pl.col("gpu_model").alias("model"))
+    held = _holdable(layouts.select(LAYOUT_COLUMNS).filter(pl.col("node").is_in(inv["node"].to_list())), inv)
+    models = dict(inv.iter_rows())
+    by_node: dict[str, list[Layout]] = {}
+    for node, _, layout in held.drop_nulls("layout").sort("node", "gpu_uuid").iter_rows():
+        by_node.setdefault(node, []).append(parse_layout(layout, models.get(node)))
+    return {i: tuple(by_node[n]) for i, n in enumerate(nodes["node"]) if n in by_node}
 
 
 def demand(stats: pl.DataFrame, start: dt.datetime, end: dt.datetime, scenario: Scenario | None = None) -> pl.DataFrame:
@@ -143,17 +187,35 @@ def demand(stats: pl.DataFrame, start: dt.datetime, end: dt.datetime, scenario: 
         jobs = jobs.with_columns(
             pl.when(idle).then(pl.min_horizontal("hold_s", pl.lit(cap))).otherwise(pl.col("hold_s")).alias("hold_s")
         )
-    return jobs.select(
-        "job_id", "gpu_model", "gpus", (pl.col("submitted_at").dt.epoch("us") / 1e6).alias("submitted_s"), "hold_s"
-    ).sort("submitted_s", "job_id")
+    # A partition ask (mig_profile, where `stats` has it: job_stats does not, the capacity page joins it from jobs)
+    return (
+        partition_asks(jobs)
+        .select(
+            "job_id",
+            "gpu_model",
+            "gpus",
+            (pl.col("submitted_at").dt.epoch("us") / 1e6).alias("submitted_s"),
+            "hold_s",
+            pl.when(pl.col("profile") != "").then("profile").alias("partition"),
+            "instances",
+            "instance_milli",
+        )
+        .sort("submitted_s", "job_id")
+    )
 
 
-def replay(nodes: list[tuple[str, int]], jobs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
-    """Place the jobs in submission order on the nodes; per model: wait figures and allocation in the window."""
-    sched = Scheduler([Node(i, f"n{i}", m, [1000] * g) for i, (m, g) in enumerate(nodes)])
-    biggest: dict[str, int] = {}
-    for m, g in nodes:
-        biggest[m] = max(biggest.get(m, 0), g)
+def replay(nodes: list[FleetNode], jobs: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Place the jobs in submission order on the nodes (fleet_nodes'); per model: wait figures and allocation in the
+    window. A partition ask no node can hold as many instances of its type as it asks is replayed as its share."""
+    sched = Scheduler(
+        [Node(i, f"n{i}", m, [1000] * g, layouts=list(lay) if lay else None) for i, (m, g, lay) in enumerate(nodes)]
+    )
+    biggest: dict[str, int] = {}  # the most whole GPUs a node of the model has
+    most_of: dict[tuple[str, str], int] = {}  # (model, instance type): the most instances of it one node has
+    for n in sched.nodes:
+        biggest[n.model_key] = max(biggest.get(n.model_key, 0), sum(1 for f in n.free_milli if f == 1000))
+        for t, k in n.free_of.items():
+            most_of[(n.model_key, t)] = max(most_of.get((n.model_key, t), 0), k)
     t0, t1 = start.timestamp(), end.timestamp()
     waits: dict[str, list[float]] = {}
     held: dict[str, float] = {}
@@ -170,16 +232,21 @@ def replay(nodes: list[tuple[str, int]], jobs: pl.DataFrame, start: dt.datetime,
         order += 1
         heapq.heappush(events, (end_s, order, p, job.model_key))
 
-    arrivals = [
-        _Job(m, float(g), float(s), float(h))
-        for m, g, s, h in jobs.select("gpu_model", "gpus", "submitted_s", "hold_s").iter_rows()
-    ]
+    if "partition" not in jobs.columns:  # demand()'s frame of a fleet without partition asks, built by hand
+        jobs = jobs.with_columns(pl.lit(None, pl.String).alias("partition"), instances=None, instance_milli=None)
+    arrivals = []
+    cols = ("gpu_model", "gpus", "submitted_s", "hold_s", "partition", "instances", "instance_milli")
+    for m, g, s, h, t, k, milli in jobs.select(cols).iter_rows():
+        if t is not None and most_of.get((m, t), 0) >= k:
+            arrivals.append(_Job(m, float(g), float(s), float(h), t, int(k), int(milli)))
+        else:
+            arrivals.append(_Job(m, float(g), float(s), float(h)))
     i = 0
     while i < len(arrivals) or events:
         if i < len(arrivals) and (not events or arrivals[i].submitted_s < events[0][0]):
             job = arrivals[i]
             i += 1
-            need = job.whole if job.gpus >= 1 else 1
+            need = 0 if job.partition is not None else job.whole if job.gpus >= 1 else 1
             if job.model_key not in sched.pending or need > biggest.get(job.model_key, 0):
                 unplaceable[job.model_key] = unplaceable.get(job.model_key, 0) + 1
                 continue
@@ -192,7 +259,7 @@ def replay(nodes: list[tuple[str, int]], jobs: pl.DataFrame, start: dt.datetime,
             for j, pl_ in sched.schedule(model):
                 start_job(j, pl_, now)
     capacity: dict[str, int] = {}
-    for m, g in nodes:
+    for m, g, _ in nodes:
         capacity[m] = capacity.get(m, 0) + g
     rows = []
     for m in sorted(set(capacity) | set(waits) | set(unplaceable)):
@@ -256,13 +323,17 @@ def whatif(
     start: dt.datetime,
     end: dt.datetime,
     scenario: Scenario,
+    hourly: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Measured, replayed today and the scenario, one row per variant and model (RESULT_SCHEMA)."""
+    """Measured, replayed today and the scenario, one row per variant and model (RESULT_SCHEMA). `hourly`: the
+    window's gpu_hourly rows (hour, node, gpu_uuid, parent_gpu_uuid, mig_profile; partition rows are enough) the
+    layouts come from; None: every GPU whole."""
+    layouts = gpu_layouts(hourly) if hourly is not None else None
     today = demand(stats, start, end)
     # The idle rule is the only part of a scenario that changes demand; without it both replays share one.
     changed_demand = demand(stats, start, end, scenario) if scenario.idle_reclaim_h is not None else today
-    base = replay(fleet_nodes(nodes), today, start, end)
-    changed = replay(fleet_nodes(nodes, scenario), changed_demand, start, end)
+    base = replay(fleet_nodes(nodes, layouts=layouts), today, start, end)
+    changed = replay(fleet_nodes(nodes, scenario, layouts), changed_demand, start, end)
     return pl.concat(
         [
             measured(stats, fleet, start, end).with_columns(pl.lit("measured").alias("variant")),
@@ -276,8 +347,8 @@ def whatif(
 def check(scenario: Scenario, nodes: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> None:
     """Raise ScenarioError naming every input of the scenario outside its bounds (the module's docstring)."""
     fleet = fleet_nodes(nodes)
-    have = sorted({m for m, _ in fleet})
-    fleet_gpus = sum(g for _, g in fleet)
+    have = sorted({m for m, _, _ in fleet})
+    fleet_gpus = sum(g for _, g, _ in fleet)
     problems = []
     window_h = (end - start).total_seconds() / 3600
     if not 0 < window_h <= MAX_WINDOW_DAYS * 24:
@@ -292,7 +363,7 @@ def check(scenario: Scenario, nodes: pl.DataFrame, start: dt.datetime, end: dt.d
         if not scenario.model:
             problems.append("GPUs to add needs a GPU model")
         else:
-            model_gpus = sum(g for m, g in fleet if m == scenario.model)
+            model_gpus = sum(g for m, g, _ in fleet if m == scenario.model)
             most = MAX_ADD_PER_FLEET_GPU * fleet_gpus
             if not -model_gpus <= scenario.delta_gpus <= most:
                 problems.append(
@@ -322,18 +393,20 @@ def for_dashboard(
     model: str | None,
     delta_gpus: int,
     idle_reclaim_h: float | None,
+    hourly: pl.DataFrame | None = None,
 ) -> tuple[str, pl.DataFrame]:
     """The what-if as the capacity page calls it (handed to dashboards.app.create_app by the CLI).
 
     For one GPU model (the one picked): models never share GPUs, so the others' figures cannot change with
     it, and replaying only its jobs keeps the answer interactive (a week of a 1,000-GPU fleet: 22,000 jobs).
-    Raises ScenarioError (a ValueError) naming each input outside its bounds (`check`).
+    Raises ScenarioError (a ValueError) naming each input outside its bounds (`check`). `hourly`: as `whatif`'s
+    (layouts attach by node name, so the cut to the model keeps its nodes' own).
     """
     scenario = Scenario(model, delta_gpus, idle_reclaim_h)
     check(scenario, nodes, start, end)  # against the whole fleet, before it is cut to the model
     if model:
         nodes, stats, fleet = (f.filter(pl.col("gpu_model") == model) for f in (nodes, stats, fleet))
-    return scenario.describe(), whatif(nodes, stats, fleet, start, end, scenario)
+    return scenario.describe(), whatif(nodes, stats, fleet, start, end, scenario, hourly)
 
 
 STRICTER_RULES_H = (0.5, 1.0, 2.0)  # the waste page's "what a stricter rule would have freed"

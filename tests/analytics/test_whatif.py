@@ -58,10 +58,10 @@ def test_idle_rule_reclaims_the_idle_job():
 
 def test_removing_gpus_and_jobs_that_can_no_longer_fit():
     nodes = pl.DataFrame({"gpu_model": ["A", "A"], "gpu_count": [2, 2]})
-    assert fleet_nodes(nodes, Scenario("A", -3)) == [("A", 1)]
+    assert fleet_nodes(nodes, Scenario("A", -3)) == [("A", 1, None)]
     r = replay(fleet_nodes(nodes, Scenario("A", -3)), demand(JOBS, T0, T1), T0, T1).row(0, named=True)
     assert (r["gpus"], r["jobs"], r["unplaceable_jobs"]) == (1, 1, 1)  # j1 asks for 2 GPUs: no node has them
-    assert fleet_nodes(nodes, Scenario("A", 5)) == [("A", 2)] * 4 + [("A", 1)]
+    assert fleet_nodes(nodes, Scenario("A", 5)) == [("A", 2, None)] * 4 + [("A", 1, None)]
 
 
 def test_whatif_puts_the_measured_window_beside_both_replays():
