@@ -328,7 +328,8 @@ def whatif(
     """Measured, replayed today and the scenario, one row per variant and model (RESULT_SCHEMA). `hourly`: the
     window's gpu_hourly rows (hour, node, gpu_uuid, parent_gpu_uuid, mig_profile; partition rows are enough) the
     layouts come from; None: every GPU whole."""
-    layouts = gpu_layouts(hourly) if hourly is not None else None
+    cols = ("node", "gpu_uuid", "parent_gpu_uuid", "mig_profile")  # typed even where a lake's query found no row
+    layouts = gpu_layouts(hourly.with_columns(pl.col(cols).cast(pl.String))) if hourly is not None else None
     today = demand(stats, start, end)
     # The idle rule is the only part of a scenario that changes demand; without it both replays share one.
     changed_demand = demand(stats, start, end, scenario) if scenario.idle_reclaim_h is not None else today

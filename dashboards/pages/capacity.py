@@ -193,6 +193,46 @@ def layout(ctx, f):
     ]
 
 
+def whatif_frames(data, cluster_args: list, start: dt.datetime, end: dt.datetime) -> tuple[pl.DataFrame, ...]:
+    """The capacity what-if's inputs (analytics.whatif.for_dashboard): the nodes, the window's job_stats rows with
+    each job's partition profile (jobs.mig_profile, from the lake: job_stats does not carry it), fleet_hourly, and
+    the window's gpu_hourly partition rows (from the lake: the layouts each GPU had)."""
+    stats = data.frame(
+        "SELECT job_id, gpu_model, gpus, submitted_at, scheduled_at, held_s, queue_s, efficiency FROM job_stats "
+        f"WHERE submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL}",
+        [start, end, *cluster_args],
+    )
+    # A lake without jobs or gpu_hourly files (one of imported traces, say) has no profiles or layouts: all whole
+    none = {"job_id": pl.String, "mig_profile": pl.String}
+    profiles = (
+        pl.DataFrame(schema=none)
+        if not data.has("jobs")
+        else data.frame(
+            "SELECT job_id, any_value(mig_profile) AS mig_profile FROM jobs WHERE mig_profile IS NOT NULL "
+            f"AND submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL} GROUP BY job_id",
+            [start, end, *cluster_args],
+            lake=True,
+        )
+    )
+    stats = stats.join(profiles.select("job_id", pl.col("mig_profile").cast(pl.String)), on="job_id", how="left")
+    nodes = data.frame(f"SELECT node, gpu_model, gpu_count FROM nodes WHERE {flt.CLUSTER_SQL}", cluster_args)
+    fleet = data.frame(
+        f"SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ? AND {flt.CLUSTER_SQL}",
+        [start, end, *cluster_args],
+    )
+    hourly = (
+        None
+        if not data.has("gpu_hourly")
+        else data.frame(
+            "SELECT hour, node, gpu_uuid, parent_gpu_uuid, mig_profile FROM gpu_hourly WHERE date BETWEEN ? AND ? "
+            f"AND hour >= ? AND hour < ? AND parent_gpu_uuid IS NOT NULL AND {flt.CLUSTER_SQL}",
+            [start.date(), end.date(), start, end, *cluster_args],
+            lake=True,
+        )
+    )
+    return nodes, stats, fleet, hourly
+
+
 def register(app, ctx) -> None:
     @app.callback(
         Output("cap-wi-out", "children"),
@@ -222,18 +262,9 @@ def register(app, ctx) -> None:
             return note(f"Pick a cluster in the filter bar: the what-if replays one ({', '.join(clusters)}).")
         end = f.end_ts
         start = max(f.start_ts, end - dt.timedelta(days=WHATIF_DAYS))
-        stats = ctx.data.frame(
-            "SELECT job_id, gpu_model, gpus, submitted_at, scheduled_at, held_s, queue_s, efficiency FROM job_stats "
-            f"WHERE submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL}",
-            [start, end, *f.cluster_args],
-        )
-        nodes = ctx.data.frame(f"SELECT gpu_model, gpu_count FROM nodes WHERE {flt.CLUSTER_SQL}", f.cluster_args)
-        fleet = ctx.data.frame(
-            f"SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ? AND {flt.CLUSTER_SQL}",
-            [start, end, *f.cluster_args],
-        )
+        nodes, stats, fleet, hourly = whatif_frames(ctx.data, f.cluster_args, start, end)
         try:
-            scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(gpus), hours)
+            scenario, out = ctx.whatif(nodes, stats, fleet, start, end, model, int(gpus), hours, hourly)
         except ValueError as e:  # the what-if's bounds (analytics.whatif.check), each input with its allowed range
             return note(f"Not run: {e}.", "cap-wi-error")
         shown = out.with_columns((pl.col("wait_p90_s") / 60).alias("wait_p90_min"))
