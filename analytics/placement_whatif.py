@@ -245,7 +245,7 @@ def _inventory(nodes: pl.DataFrame, layouts: pl.DataFrame | None = None) -> pl.D
     )
     if layouts is None:
         layouts = pl.DataFrame(schema={c: pl.String for c in LAYOUT_COLUMNS})
-    layouts = _holdable(layouts, inv)
+    layouts = holdable(layouts, inv)
     per_node = layouts.sort("node", "gpu_uuid").group_by("node", maintain_order=True).agg(pl.col("layout"))
     seen = pl.col("layout").fill_null(pl.lit([], pl.List(pl.String))).list.head(pl.col("gpus"))
     whole = pl.lit(None, pl.String).repeat_by(pl.col("gpus") - seen.list.len())
@@ -256,7 +256,7 @@ def _inventory(nodes: pl.DataFrame, layouts: pl.DataFrame | None = None) -> pl.D
     )
 
 
-def _holdable(layouts: pl.DataFrame, inv: pl.DataFrame) -> pl.DataFrame:
+def holdable(layouts: pl.DataFrame, inv: pl.DataFrame) -> pl.DataFrame:
     """The layouts the node's model can hold (gpuledger.partitions.parse_layout); one the vendor's rule refuses (a
     model whose figures partitions.py does not know, telemetry of a layout changing mid-hour) is replayed whole,
     with a warning naming the GPU: the replay cannot place on a layout the device could not have."""

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from gpuledger.analytics.frag_series import partition_asks
-from gpuledger.analytics.placement_whatif import LAYOUT_COLUMNS, _holdable, gpu_layouts
+from gpuledger.analytics.placement_whatif import LAYOUT_COLUMNS, gpu_layouts, holdable
 from gpuledger.partitions import parse_layout
 from gpuledger.placement import Node, Placement, Scheduler
 
@@ -150,7 +150,7 @@ def _node_layouts(nodes: pl.DataFrame, layouts: pl.DataFrame | None) -> dict[int
     if layouts is None or layouts.is_empty() or "node" not in nodes.columns:
         return {}
     inv = nodes.select("node", pl.col("gpu_model").alias("model"))
-    held = _holdable(layouts.select(LAYOUT_COLUMNS).filter(pl.col("node").is_in(inv["node"].to_list())), inv)
+    held = holdable(layouts.select(LAYOUT_COLUMNS).filter(pl.col("node").is_in(inv["node"].to_list())), inv)
     models = dict(inv.iter_rows())
     by_node: dict[str, list[Layout]] = {}
     for node, _, layout in held.drop_nulls("layout").sort("node", "gpu_uuid").iter_rows():

@@ -202,24 +202,12 @@ def whatif_frames(data, cluster_args: list, start: dt.datetime, end: dt.datetime
         f"WHERE submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL}",
         [start, end, *cluster_args],
     )
-    # A lake without jobs or gpu_hourly files (one of imported traces, say) has no profiles or layouts: all whole
-    none = {"job_id": pl.String, "mig_profile": pl.String}
-    profiles = (
-        pl.DataFrame(schema=none)
-        if not data.has("jobs")
-        else data.frame(
-            "SELECT job_id, any_value(mig_profile) AS mig_profile FROM jobs WHERE mig_profile IS NOT NULL "
-            f"AND submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL} GROUP BY job_id",
-            [start, end, *cluster_args],
-            lake=True,
-        )
-    )
-    stats = stats.join(profiles.select("job_id", pl.col("mig_profile").cast(pl.String)), on="job_id", how="left")
     nodes = data.frame(f"SELECT node, gpu_model, gpu_count FROM nodes WHERE {flt.CLUSTER_SQL}", cluster_args)
     fleet = data.frame(
         f"SELECT * FROM fleet_hourly WHERE hour >= ? AND hour < ? AND {flt.CLUSTER_SQL}",
         [start, end, *cluster_args],
     )
+    # A lake without gpu_hourly files (one of imported traces, say) has no layouts: every GPU whole
     hourly = (
         None
         if not data.has("gpu_hourly")
@@ -230,6 +218,21 @@ def whatif_frames(data, cluster_args: list, start: dt.datetime, end: dt.datetime
             lake=True,
         )
     )
+    # Profiles matter only where some GPU was partitioned (else a partition ask is replayed as its share anyway):
+    # a fleet without partitions skips the jobs read. A job's rows are updated at or after its submission, so the
+    # window's jobs are in the date folders from its start on (a year lake: the window's files, not the year's).
+    none = {"job_id": pl.String, "mig_profile": pl.String}
+    profiles = (
+        pl.DataFrame(schema=none)
+        if hourly is None or hourly.is_empty() or not data.has("jobs")
+        else data.frame(
+            "SELECT job_id, any_value(mig_profile) AS mig_profile FROM jobs WHERE mig_profile IS NOT NULL "
+            f"AND date >= ? AND submitted_at >= ? AND submitted_at < ? AND {flt.CLUSTER_SQL} GROUP BY job_id",
+            [start.date(), start, end, *cluster_args],
+            lake=True,
+        )
+    )
+    stats = stats.join(profiles.select("job_id", pl.col("mig_profile").cast(pl.String)), on="job_id", how="left")
     return nodes, stats, fleet, hourly
 
 
