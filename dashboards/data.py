@@ -238,7 +238,17 @@ class DashData:
         q = "SELECT DISTINCT tenant FROM cost_daily WHERE tenant IS NOT NULL ORDER BY 1"
         return self.frame(q)["tenant"].to_list()
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 0.0) -> None:
+        """Close the snapshot and the lake connections; `wait_s`: first wait that long for a rebuild under way (a
+        server that stops: its process should not exit while a daemon thread is inside DuckDB)."""
+        waited = self._building.acquire(timeout=wait_s) if wait_s > 0 else False
+        try:
+            self._close()
+        finally:
+            if waited:
+                self._building.release()
+
+    def _close(self) -> None:
         with self._lock:
             snap, self._snap = self._snap, None
             lakes, self._lakes = self._lakes, []

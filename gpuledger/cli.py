@@ -509,7 +509,11 @@ def up(ctx: Ctx, interval_s, backfill_days) -> None:
     try:
         run_until_stopped(jobs, stop, col.metrics)
     finally:
+        # Nothing left running in a daemon thread inside DuckDB or polars when the interpreter finalizes (it can
+        # abort then): stop serving, wait for the snapshots being rebuilt, then flush.
+        server.shutdown()
         exporter.stop()
+        server.app.config["GPULEDGER_CONTEXT"].data.close(wait_s=60.0)
         col.close()
     click.echo(f"stopped cleanly after {col.scrapes} scrape(s); everything flushed to {ctx.lake}", err=True)
 

@@ -82,9 +82,13 @@ class Exporter:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop checking for new analytics (a rebuild under way finishes in its daemon thread, unwaited)."""
+    def stop(self, wait_s: float = 60.0) -> None:
+        """Stop checking for new analytics, and wait (up to `wait_s`) for a rebuild under way to finish: a process
+        that exits while a daemon thread is inside DuckDB or polars can abort in the interpreter's finalization."""
         self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(wait_s)
 
     # -- prometheus_client's Collector protocol -----------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
