@@ -35,6 +35,7 @@ import polars as pl
 
 from gpuledger.analytics.fleet import UNKNOWN_MODEL
 from gpuledger.analytics.fragmentation import node_fragmentation, typical_task_types
+from gpuledger.analytics.gpu_hourly import physical
 from gpuledger.partitions import instance_share, instance_type, parse_instance
 from gpuledger.vendors import read_resource
 
@@ -197,18 +198,10 @@ def telemetry_state(
     window = hourly.filter((pl.col("hour") >= start) & (pl.col("hour") < end))
     profile = pl.col("mig_profile") if "mig_profile" in window.collect_schema().names() else pl.lit(None, pl.String)
     rows = window.select("hour", "node", "gpu_uuid", "parent_gpu_uuid", "model", profile.alias("mig_profile")).collect()
-    own = rows.filter(pl.col("parent_gpu_uuid").is_null()).select("hour", "node", "gpu_uuid", "model")
     kids = rows.filter(pl.col("parent_gpu_uuid").is_not_null())
-    # A GPU known by its partitions only (an AMD GPU in CPX mode has no row of its own): in the inventory too.
-    implied = (
-        kids.sort("gpu_uuid")
-        .group_by("hour", pl.col("parent_gpu_uuid").alias("gpu_uuid"))
-        .agg(pl.col("node").first(), pl.col("model").drop_nulls().first())
-        .join(own, on=["hour", "gpu_uuid"], how="anti")
-    )
-    inv = pl.concat([own, implied.select(own.columns)]).with_columns(
-        pl.col("model").fill_null(UNKNOWN_MODEL)  # as fleet_hourly counts it
-    )
+    # One row per physical GPU, as fleet_hourly counts them: a GPU known by its partitions only (an AMD GPU in CPX
+    # mode has no row of its own) is in the inventory too.
+    inv = physical(rows.lazy()).select("hour", "node", "gpu_uuid", pl.col("model").fill_null(UNKNOWN_MODEL)).collect()
     if inv.is_empty():
         return pl.DataFrame(schema=PARTITIONED_STATE)
     if parents is None:

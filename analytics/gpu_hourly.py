@@ -179,7 +179,7 @@ def physical(hourly: pl.LazyFrame) -> pl.LazyFrame:
       energy on partition 0 and 0 W / nothing on the others; memory is each partition's own); null when none knows;
     - samples: the most any partition has (they are sampled at the same instants: one GPU sampled that often);
     - node, model, vendor and any other column: the first partition's (by gpu_uuid) that is not null.
-    The rule of analytics/frag_series.py's inventory, which counts such a GPU in fragmentation.gpus."""
+    analytics/frag_series.py's inventory is this rule too: fragmentation.gpus counts such a GPU as fleet_hourly does."""
     names = hourly.collect_schema().names()
     time = "hour" if "hour" in names else "bucket_start"
     key = [c for c in ("cluster", time) if c in names]
