@@ -67,7 +67,8 @@ AMD_MODES = ("spx", "dpx", "tpx", "qpx", "cpx")
 AMD_PARTS = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4}
 AMD_XCDS = (("MI300A", 6), ("MI300X", 8), ("MI325X", 8), ("MI350X", 8), ("MI355X", 8))
 AMD_DEFAULT_XCDS = 8
-_AMD = re.compile(r"^(spx|dpx|tpx|qpx|cpx)(?:[._](nps\d+))?$")
+# An AMD profile: the compute mode, and the memory mode where it is written (cpx.nps4, cpx_nps4, cpx)
+AMD_PROFILE = re.compile(r"^(spx|dpx|tpx|qpx|cpx)(?:[._](nps\d+))?$")
 
 # --- Huawei Ascend ------------------------------------------------------------------------------------------------
 # AI cores and AI CPUs of a chip (hiascend.com, Ascend Virtualization Instance guide, "虚拟化规则": training parts
@@ -100,7 +101,7 @@ def parse_instance(profile: str) -> Instance | None:
     p = profile.strip()
     if (m := MIG_PROFILE.match(p)) is not None:
         return Instance("mig", p.removesuffix("+me"), int(m.group(1)))
-    if (m := _AMD.match(p.lower())) is not None:
+    if (m := AMD_PROFILE.match(p.lower())) is not None:
         return Instance("amd", m.group(1), 1)
     if (m := _VNPU.match(p)) is not None:
         cores = int(m.group(1))
@@ -262,7 +263,7 @@ def parse_layout(text: str, model: str | None = None) -> tuple[str, ...]:
             raise ValueError(f"{t!r}: all-<profile> takes a MIG profile such as all-1g.10gb")
         most = max(n for n in range(1, MIG_SLICES + 1) if _mig_fits([inst] * n, model))
         return check_layout([inst.type] * most, model)
-    if (m := _AMD.match(t.lower())) is not None and "," not in t and "*" not in t:
+    if (m := AMD_PROFILE.match(t.lower())) is not None and "," not in t and "*" not in t:
         return check_layout([m.group(1)] * amd_parts(m.group(1), model), model)
     profiles: list[str] = []
     for part in t.split(","):

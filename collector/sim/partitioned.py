@@ -30,7 +30,6 @@ partitions: beyond that share of a model's GPUs), every one of them asks and the
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,9 +40,8 @@ import numpy as np
 from gpuledger.collector.sim import noise
 from gpuledger.collector.sim.catalog import CATALOG
 from gpuledger.config import sim_partition_problem
-from gpuledger.partitions import instance_share, parse_instance, parse_layout
+from gpuledger.partitions import AMD_PROFILE, instance_share, parse_instance, parse_layout
 
-_AMD_MEMORY = re.compile(r"^(spx|dpx|tpx|qpx|cpx)[._](nps\d+)$")
 # The memory mode an AMD compute mode runs with where the layout does not say: CPX with NPS4 (a memory partition
 # per pair of XCDs; the AMD GPU Operator's example resource is amd.com/cpx_nps4), the others with NPS1.
 AMD_DEFAULT_NPS = {"cpx": "nps4"}
@@ -83,9 +81,9 @@ def sim_layout(model_key: str, text: str) -> SimLayout:
     family = parse_instance(types[0]).family
     shares = tuple(instance_share(t, name) for t in types)
     if family == "amd":
-        m = _AMD_MEMORY.match(text.strip().lower())
+        m = AMD_PROFILE.match(text.strip().lower())
         mode = types[0]
-        spelled = f"{mode}.{m.group(2) if m else AMD_DEFAULT_NPS.get(mode, 'nps1')}"
+        spelled = f"{mode}.{(m and m.group(2)) or AMD_DEFAULT_NPS.get(mode, 'nps1')}"
         samples, jobs = (spelled,) * len(types), ((mode, spelled),)
     elif family == "vnpu":
         samples = types
