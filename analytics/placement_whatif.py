@@ -261,14 +261,16 @@ def holdable(layouts: pl.DataFrame, inv: pl.DataFrame) -> pl.DataFrame:
     model whose figures partitions.py does not know, telemetry of a layout changing mid-hour) is replayed whole,
     with a warning naming the GPU: the replay cannot place on a layout the device could not have."""
     models = dict(inv.select("node", "model").iter_rows())
-    keep, refused = [], {}
+    keep, verdict = [], {}  # (layout, model) -> why it is refused, None when it holds: each read once
     for node, gpu, layout in layouts.select(LAYOUT_COLUMNS).iter_rows():
-        if layout is not None and (layout, models.get(node)) not in refused:
+        key = (layout, models.get(node))
+        if layout is not None and key not in verdict:
             try:
-                parse_layout(layout, models.get(node))
+                parse_layout(*key)
+                verdict[key] = None
             except ValueError as e:
-                refused[(layout, models.get(node))] = str(e)
-        why = refused.get((layout, models.get(node)))
+                verdict[key] = str(e)
+        why = verdict.get(key)
         if why is not None:
             log.warning("what-if: GPU %s of node %s replayed whole: its layout %s: %s", gpu, node, layout, why)
         keep.append(why is None)
